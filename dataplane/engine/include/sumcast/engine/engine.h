@@ -1,0 +1,170 @@
+// The per-core aggregation engine: parse, check, sum, complete, reply. One Engine per worker
+// lcore; it owns its jobs' slot state, accumulators and counters, and is touched only by that
+// lcore (shared-nothing). It knows nothing of DPDK: frames come in as views and go out through
+// a TxSink, so the same code runs on a DPDK port, in memory (tests, fuzzers, benchmarks) and on a
+// kernel UDP socket (embedded summation service).
+//
+// Slot protocol (docs/protocol.md §7): slot s of a job is owned by core (s % core_count). Each
+// slot has two versions (round & 1) with a contributor bitmap each; the completed version keeps
+// its result (shadow copy) until the slot's next-but-one round opens.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "sumcast/status.h"
+#include "sumcast/wire/format.h"
+#include "sumcast/wire/packet.h"
+
+namespace sumcast::engine {
+
+// Every reason a frame is dropped (docs/protocol.md §6). Structural reasons mirror
+// wire::ParseError one-to-one and come first, in the same order.
+#define SUMCAST_DROP_REASONS(X)                                                         \
+  SUMCAST_PARSE_ERRORS(X)                                                               \
+  X(kMultiSegment, "multi_segment")     /* frame not contiguous in one buffer */        \
+  X(kNotForUs, "not_for_us")            /* destination MAC/IPv4 is not this port's */   \
+  X(kBadIcrc, "bad_icrc")                                                               \
+  X(kNotContribution, "not_contribution") /* result/abort sent to the appliance */      \
+  X(kUnknownJob, "unknown_job")                                                         \
+  X(kBadQkey, "bad_qkey")                                                               \
+  X(kBadRank, "bad_rank")               /* rank >= world size */                        \
+  X(kForeignSource, "foreign_source")   /* IPv4/UDP port/QPN not the rank's endpoint */ \
+  X(kBadSlot, "bad_slot")               /* slot >= job's slot count */                  \
+  X(kWrongCore, "wrong_core")           /* slot owned by another core */                \
+  X(kDtypeMismatch, "dtype_mismatch")                                                   \
+  X(kOpMismatch, "op_mismatch")                                                         \
+  X(kTooLarge, "too_large")             /* payload above the job's packet limit */      \
+  X(kStaleRound, "stale_round")         /* round neither open, shadowed nor next */     \
+  X(kChunkMismatch, "chunk_mismatch")   /* offset/count/coll_seq differ in one round */ \
+  X(kVersionBit, "version_bit")         /* flags' version bit != round & 1 */           \
+  X(kArpIgnored, "arp_ignored")         /* ARP not asking for our address */            \
+  X(kTxNoBuffer, "tx_no_buffer")        /* a reply could not be built: pool empty */
+
+enum class DropReason : uint8_t {
+#define SUMCAST_X(name, str) name,
+  SUMCAST_DROP_REASONS(SUMCAST_X)
+#undef SUMCAST_X
+  kCount
+};
+inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
+const char* DropReasonName(DropReason r);
+
+// Counters of one core. Written only by the owning lcore; readers (telemetry) load them relaxed.
+struct alignas(64) CoreCounters {
+  std::atomic<uint64_t> rx_packets{0};
+  std::atomic<uint64_t> rx_bytes{0};
+  std::atomic<uint64_t> tx_packets{0};
+  std::atomic<uint64_t> tx_bytes{0};
+  std::atomic<uint64_t> contributions{0};      // accepted and summed
+  std::atomic<uint64_t> payload_bytes{0};      // gradient bytes summed
+  std::atomic<uint64_t> slots_completed{0};
+  std::atomic<uint64_t> duplicates{0};         // contribution to an open round already counted
+  std::atomic<uint64_t> retransmits_answered{0};  // shadow result re-sent to one worker
+  std::atomic<uint64_t> results_sent{0};
+  std::atomic<uint64_t> aborts_sent{0};
+  std::atomic<uint64_t> arp_replies{0};
+  std::atomic<uint64_t> jobs_active{0};
+  std::atomic<uint64_t> drops[kDropReasonCount]{};
+};
+
+// A frame received: contiguous bytes, valid until ProcessBurst returns.
+struct PacketView {
+  const uint8_t* data;
+  uint32_t len;
+};
+
+// Where the engine puts frames to send. Implemented by each port (DPDK tx queue, in memory, UDP
+// socket). Buffers hold at least wire::kMaxFrameLen bytes.
+class TxSink {
+ public:
+  virtual ~TxSink() = default;
+  // A buffer to build one frame in, or nullptr when none is free (the engine counts kTxNoBuffer).
+  virtual uint8_t* Acquire() = 0;
+  // Queues `buf` (from Acquire) holding `len` bytes; the sink may send a burst now.
+  virtual void Submit(uint8_t* buf, uint32_t len) = 0;
+  // Sends what is queued. Called by the engine at the end of every burst.
+  virtual void Flush() = 0;
+};
+
+// One member of a job: its data endpoint.
+struct Member {
+  uint8_t mac[6] = {};
+  uint32_t ip = 0;        // host order
+  uint16_t udp_port = wire::kRoceUdpPort;
+  uint32_t qpn = 0;
+};
+
+// A job as the control plane hands it to every core (docs/protocol.md §8).
+struct JobSpec {
+  uint32_t job_id = 0;
+  uint32_t qkey = 0;
+  wire::Dtype dtype = wire::Dtype::kFp32;
+  wire::ReduceOp op = wire::ReduceOp::kSum;
+  uint16_t slot_count = 0;          // slots 0..slot_count-1; core c owns s with s % cores == c
+  uint16_t max_payload_bytes = 0;   // largest payload accepted per packet
+  std::vector<Member> members;      // index = rank; size = world size
+  bool multicast = false;           // results to mcast_ip/mcast_mac instead of per member
+  uint32_t mcast_ip = 0;
+  uint8_t mcast_mac[6] = {};
+};
+
+struct EngineOptions {
+  uint32_t core_index = 0;
+  uint32_t core_count = 1;
+  uint8_t local_mac[6] = {};
+  uint32_t local_ip = 0;            // host order; ARP is answered for it
+  uint32_t qpn = 0x000100;          // this core's QPN (BTH DestQP of its contributions)
+  bool verify_icrc = true;
+  uint32_t max_jobs = 64;
+  uint32_t max_ranks = 256;
+  uint32_t max_slots_per_job = 1024;
+  // Memory for slot state and accumulators (hugepages under DPDK). Must return 64-byte aligned
+  // memory or nullptr; `release` gets back exactly what `allocate` returned.
+  void* (*allocate)(size_t bytes, void* ctx) = nullptr;   // nullptr: aligned operator new
+  void (*release)(void* p, void* ctx) = nullptr;
+  void* alloc_ctx = nullptr;
+};
+
+// Progress of one job on one core, readable from other threads (relaxed).
+struct JobProgress {
+  uint32_t job_id;
+  uint64_t slots_completed;
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Control operations. Called only on the owning lcore (between bursts), never concurrently
+  // with ProcessBurst. AddJob allocates; it fails (and changes nothing) when a limit is hit.
+  Status AddJob(const JobSpec& spec);
+  // Removes the job; when `reason` != kNone, sends an abort to every member first.
+  void RemoveJob(uint32_t job_id, wire::AbortReason reason, TxSink& tx);
+
+  // The hot path: every frame is consumed (summed, answered or dropped and counted).
+  // Never allocates, never fails, never logs.
+  void ProcessBurst(std::span<const PacketView> frames, TxSink& tx);
+
+  // The core that owns the slot of this frame, or -1 when the frame is not a well-formed
+  // contribution (the receiving core then processes it itself, to count the drop).
+  static int OwnerCore(const uint8_t* frame, uint32_t len, uint32_t core_count);
+
+  const CoreCounters& counters() const;
+  // Progress per active job (called from any thread; approximate while lcores run).
+  std::vector<JobProgress> Progress() const;
+  const EngineOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sumcast::engine

@@ -1,0 +1,45 @@
+// RoCEv2 invariant CRC (docs/protocol.md §2.1), computed with ISA-L's CRC-32.
+//
+// ICRC = CRC-32 (as zlib's crc32) over: 8 bytes of 0xFF | IPv4 header with TOS, TTL and header
+// checksum set to 0xFF | UDP header with checksum 0xFFFF | BTH with resv8a = 0xFF (and FECN/BECN
+// bits of the BTH set, as the IBA masks them) | everything after the BTH up to the ICRC. It is
+// stored least-significant byte first. All functions are thread-safe and allocation-free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace sumcast::icrc {
+
+// zlib-compatible CRC-32: Crc32(0, p, n) == zlib crc32(0, p, n); chainable.
+uint32_t Crc32(uint32_t crc, const void* data, size_t len);
+
+// `ip_packet` runs from the first byte of the IPv4 header to the last byte of the ICRC field
+// (IPv4 total length bytes). Precondition: at least 20 + 8 + 12 + 4 bytes, IHL = 5.
+uint32_t Compute(std::span<const uint8_t> ip_packet);
+bool Verify(std::span<const uint8_t> ip_packet);
+void Stamp(std::span<uint8_t> ip_packet);
+
+// Same, for a whole Ethernet frame (IPv4 starts at byte 14); `frame` may carry Ethernet padding,
+// the IPv4 total length decides where the ICRC is. Precondition: wire::ParseFrame accepted it
+// (for Verify) or wire::WriteFrameHeaders wrote it (for Stamp).
+bool VerifyFrame(std::span<const uint8_t> frame);
+void StampFrame(std::span<uint8_t> frame);
+
+// Kernel UDP sockets: the kernel writes the IPv4 and UDP headers, so the ICRC is computed over
+// headers reconstructed from these fields (§2.2: unconnected socket, DF set, IP ID 0).
+struct UdpFields {
+  uint32_t src_ip = 0;  // host order
+  uint32_t dst_ip = 0;  // host order
+  uint16_t src_port = 0;
+  uint16_t dst_port = 0;
+  uint16_t ip_id = 0;
+  bool dont_fragment = true;
+};
+// `roce` runs from the BTH to the end of the ICRC field (the UDP payload).
+uint32_t ComputeUdp(const UdpFields& f, std::span<const uint8_t> roce);
+bool VerifyUdp(const UdpFields& f, std::span<const uint8_t> roce);
+void StampUdp(const UdpFields& f, std::span<uint8_t> roce);
+
+}  // namespace sumcast::icrc

@@ -1,0 +1,267 @@
+// Parsing and building Sumcast RoCEv2 frames (docs/protocol.md §2–§6).
+//
+// Parse() checks structure only (lengths, versions, known enums, consistency of the element
+// count with the payload length) and never reads past the span it is given. Checks against a
+// job (Q_Key, source, rank, slot range, dtype/op) and the ICRC belong to the caller.
+// Builders write headers into a caller buffer; the ICRC is stamped afterwards by sumcast::icrc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "sumcast/endian.h"
+#include "sumcast/wire/format.h"
+
+namespace sumcast::wire {
+
+// Every structural rejection has a name (docs/protocol.md §6). X-macro: enum and names.
+#define SUMCAST_PARSE_ERRORS(X)                                                   \
+  X(kOk, "ok")                                                                    \
+  X(kTruncatedEth, "truncated_eth")       /* shorter than an Ethernet header */   \
+  X(kNotIpv4, "not_ipv4")                 /* other EtherType (IPv6, LLDP, VLAN) */\
+  X(kTruncatedIp, "truncated_ip")         /* frame ends inside the IPv4 header */ \
+  X(kBadIpHeader, "bad_ip_header")        /* version != 4, IHL != 5, bad total */ \
+  X(kIpFragment, "ip_fragment")           /* MF set or fragment offset != 0 */    \
+  X(kNotUdp, "not_udp")                   /* IP protocol is not UDP */            \
+  X(kTruncatedUdp, "truncated_udp")                                               \
+  X(kBadUdpLength, "bad_udp_length")      /* UDP length != IP payload length */   \
+  X(kNotRocePort, "not_roce_port")        /* UDP destination port != 4791 */      \
+  X(kTruncatedBth, "truncated_bth")                                               \
+  X(kBadOpcode, "bad_opcode")             /* BTH opcode is not UD SEND_ONLY */    \
+  X(kBadBth, "bad_bth")                   /* TVer != 0 or P_Key not default */    \
+  X(kTruncatedDeth, "truncated_deth")                                             \
+  X(kTruncatedHeader, "truncated_header") /* ends inside the Sumcast header */    \
+  X(kBadVersion, "bad_version")           /* Sumcast header version unknown */    \
+  X(kBadType, "bad_type")                 /* message type unknown */              \
+  X(kBadDtype, "bad_dtype")               /* dtype unknown */                     \
+  X(kBadOp, "bad_op")                     /* reduction op unknown */              \
+  X(kBadLength, "bad_length")             /* payload length != count * size */    \
+  X(kBadRange, "bad_range")               /* offset + count beyond 2^40 */
+
+enum class ParseError : uint8_t {
+#define SUMCAST_X(name, str) name,
+  SUMCAST_PARSE_ERRORS(SUMCAST_X)
+#undef SUMCAST_X
+};
+inline constexpr int kParseErrorCount = 0
+#define SUMCAST_X(name, str) +1
+    SUMCAST_PARSE_ERRORS(SUMCAST_X)
+#undef SUMCAST_X
+    ;
+inline const char* ParseErrorName(ParseError e) {
+  static constexpr const char* kNames[] = {
+#define SUMCAST_X(name, str) str,
+      SUMCAST_PARSE_ERRORS(SUMCAST_X)
+#undef SUMCAST_X
+  };
+  auto i = static_cast<size_t>(e);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
+}
+
+// What Parse() found. Pointers point into the parsed span.
+struct ParsedPacket {
+  uint8_t dst_mac[6];
+  uint8_t src_mac[6];
+  uint32_t src_ip = 0;  // host order
+  uint32_t dst_ip = 0;  // host order
+  uint16_t src_port = 0;
+  uint16_t dst_port = 0;
+  uint8_t bth_flags = 0;   // SE|M|PadCnt|TVer
+  uint32_t dest_qp = 0;    // BTH destination QP (24 bits)
+  uint32_t psn = 0;        // BTH PSN (24 bits)
+  uint32_t qkey = 0;       // DETH Q_Key
+  uint32_t src_qp = 0;     // DETH source QP (24 bits)
+  SumcastHeader hdr;
+  const uint8_t* ip = nullptr;       // start of the IPv4 header (ICRC coverage starts here)
+  size_t ip_len = 0;                 // IPv4 total length (through the ICRC)
+  const uint8_t* payload = nullptr;  // first payload byte
+  size_t payload_len = 0;            // bytes of payload (elem_count * DtypeSize)
+};
+
+// Decodes the 32-byte Sumcast header at `p` (no validation).
+inline SumcastHeader DecodeSumcastHeader(const uint8_t* p) {
+  SumcastHeader h;
+  h.version = p[0];
+  h.type = static_cast<MsgType>(p[1]);
+  h.dtype = static_cast<Dtype>(p[2]);
+  h.op = static_cast<ReduceOp>(p[3]);
+  h.job_id = LoadBe32(p + 4);
+  h.rank = LoadBe16(p + 8);
+  h.slot = LoadBe16(p + 10);
+  h.round = LoadBe32(p + 12);
+  h.coll_seq = LoadBe32(p + 16);
+  h.elem_count = LoadBe16(p + 20);
+  h.flags = p[22];
+  h.status = p[23];
+  h.elem_offset = LoadBe64(p + 24);
+  return h;
+}
+
+inline void EncodeSumcastHeader(const SumcastHeader& h, uint8_t* p) {
+  p[0] = h.version;
+  p[1] = static_cast<uint8_t>(h.type);
+  p[2] = static_cast<uint8_t>(h.dtype);
+  p[3] = static_cast<uint8_t>(h.op);
+  StoreBe32(p + 4, h.job_id);
+  StoreBe16(p + 8, h.rank);
+  StoreBe16(p + 10, h.slot);
+  StoreBe32(p + 12, h.round);
+  StoreBe32(p + 16, h.coll_seq);
+  StoreBe16(p + 20, h.elem_count);
+  p[22] = h.flags;
+  p[23] = h.status;
+  StoreBe64(p + 24, h.elem_offset);
+}
+
+// Validates the BTH..payload part (`roce` starts at the BTH and ends after the ICRC), as both the
+// appliance (from a frame) and a kernel-socket worker (from a UDP datagram) receive it.
+inline ParseError ParseRoce(std::span<const uint8_t> roce, ParsedPacket* out) {
+  const uint8_t* p = roce.data();
+  const size_t n = roce.size();
+  if (n < kBthLen) return ParseError::kTruncatedBth;
+  if (p[0] != kOpcodeUdSendOnly) return ParseError::kBadOpcode;
+  out->bth_flags = p[1];
+  if ((p[1] & 0x0F) != kBthTver || LoadBe16(p + 2) != kDefaultPKey) return ParseError::kBadBth;
+  out->dest_qp = LoadBe24(p + 5);
+  out->psn = LoadBe24(p + 9);
+  if (n < kBthLen + kDethLen) return ParseError::kTruncatedDeth;
+  out->qkey = LoadBe32(p + kBthLen);
+  out->src_qp = LoadBe24(p + kBthLen + 5);
+  if (n < kRoceHeadersLen + kIcrcLen) return ParseError::kTruncatedHeader;
+  const uint8_t* h = p + kBthLen + kDethLen;
+  if (h[0] != kProtocolVersion) return ParseError::kBadVersion;
+  if (!IsValidMsgType(h[1])) return ParseError::kBadType;
+  if (!IsValidDtype(h[2])) return ParseError::kBadDtype;
+  if (!IsValidOp(h[3])) return ParseError::kBadOp;
+  out->hdr = DecodeSumcastHeader(h);
+  const size_t pad = (p[1] >> 4) & 0x3;  // BTH PadCnt
+  const size_t body = n - kRoceHeadersLen - kIcrcLen;
+  if (pad > body) return ParseError::kBadLength;
+  const size_t payload_len = body - pad;
+  const uint64_t want = uint64_t{out->hdr.elem_count} * DtypeSize(out->hdr.dtype);
+  if (out->hdr.type == MsgType::kAbort ? payload_len != 0 : payload_len != want) return ParseError::kBadLength;
+  if (payload_len > kMaxPayloadBytes) return ParseError::kBadLength;
+  if (out->hdr.elem_offset > kMaxElementIndex || out->hdr.elem_offset + out->hdr.elem_count > kMaxElementIndex) {
+    return ParseError::kBadRange;
+  }
+  out->payload = h + kSumcastHeaderLen;
+  out->payload_len = payload_len;
+  return ParseError::kOk;
+}
+
+// Validates a whole Ethernet frame. Trailing bytes past the IPv4 total length (Ethernet padding)
+// are ignored. The UDP checksum is never checked (§2: the ICRC is the integrity check).
+inline ParseError ParseFrame(std::span<const uint8_t> frame, ParsedPacket* out) {
+  const uint8_t* p = frame.data();
+  const size_t n = frame.size();
+  if (n < kEthHeaderLen) return ParseError::kTruncatedEth;
+  std::memcpy(out->dst_mac, p, 6);
+  std::memcpy(out->src_mac, p + 6, 6);
+  if (LoadBe16(p + 12) != kEtherTypeIpv4) return ParseError::kNotIpv4;
+  if (n < kIpOffset + kIpv4HeaderLen) return ParseError::kTruncatedIp;
+  const uint8_t* ip = p + kIpOffset;
+  if (ip[0] != 0x45) return ParseError::kBadIpHeader;
+  const size_t total = LoadBe16(ip + 2);
+  if (total < kIpv4HeaderLen || kIpOffset + total > n) {
+    return total < kIpv4HeaderLen ? ParseError::kBadIpHeader : ParseError::kTruncatedIp;
+  }
+  if ((LoadBe16(ip + 6) & 0x3FFF) != 0) return ParseError::kIpFragment;
+  if (ip[9] != kIpProtoUdp) return ParseError::kNotUdp;
+  out->src_ip = LoadBe32(ip + 12);
+  out->dst_ip = LoadBe32(ip + 16);
+  if (total < kIpv4HeaderLen + kUdpHeaderLen) return ParseError::kTruncatedUdp;
+  const uint8_t* udp = ip + kIpv4HeaderLen;
+  out->src_port = LoadBe16(udp);
+  out->dst_port = LoadBe16(udp + 2);
+  if (LoadBe16(udp + 4) != total - kIpv4HeaderLen) return ParseError::kBadUdpLength;
+  if (out->dst_port != kRoceUdpPort) return ParseError::kNotRocePort;
+  out->ip = ip;
+  out->ip_len = total;
+  return ParseRoce(std::span<const uint8_t>(udp + kUdpHeaderLen, total - kIpv4HeaderLen - kUdpHeaderLen), out);
+}
+
+// RFC 1071 checksum of an IPv4 header (20 bytes), with the checksum field taken as zero.
+inline uint16_t Ipv4HeaderChecksum(const uint8_t* ip) {
+  uint32_t sum = 0;
+  for (size_t i = 0; i < kIpv4HeaderLen; i += 2) {
+    if (i == 10) continue;
+    sum += LoadBe16(ip + i);
+  }
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// Where a frame goes and where it comes from.
+struct Addressing {
+  uint8_t src_mac[6] = {};
+  uint8_t dst_mac[6] = {};
+  uint32_t src_ip = 0;  // host order
+  uint32_t dst_ip = 0;  // host order
+  uint16_t src_port = kRoceUdpPort;
+  uint16_t dst_port = kRoceUdpPort;
+  uint8_t tos = 0;
+  uint8_t ttl = 64;
+  uint16_t ip_id = 0;   // 0 with DF set, as Linux sends from unconnected UDP sockets (§2)
+  uint32_t dest_qp = 0; // BTH destination QP
+  uint32_t src_qp = 0;  // DETH source QP
+  uint32_t qkey = 0;    // DETH Q_Key
+  uint32_t psn = 0;
+};
+
+// Writes BTH | DETH | Sumcast header for a payload of `payload_len` bytes at `p` (kRoceHeadersLen
+// bytes). PadCnt is set so that payload + pad is a multiple of 4.
+inline void WriteRoceHeaders(uint8_t* p, const Addressing& a, const SumcastHeader& h, size_t payload_len) {
+  const uint8_t pad = static_cast<uint8_t>((4 - (payload_len & 3)) & 3);
+  p[0] = kOpcodeUdSendOnly;
+  p[1] = static_cast<uint8_t>((pad << 4) | kBthTver);
+  StoreBe16(p + 2, kDefaultPKey);
+  p[4] = 0;
+  StoreBe24(p + 5, a.dest_qp);
+  p[8] = 0;
+  StoreBe24(p + 9, a.psn & 0xFFFFFF);
+  StoreBe32(p + kBthLen, a.qkey);
+  p[kBthLen + 4] = 0;
+  StoreBe24(p + kBthLen + 5, a.src_qp);
+  EncodeSumcastHeader(h, p + kBthLen + kDethLen);
+}
+
+// Bytes of BTH..ICRC for a payload of `payload_len` bytes (including the pad).
+constexpr size_t RoceLen(size_t payload_len) {
+  return kRoceHeadersLen + payload_len + ((4 - (payload_len & 3)) & 3) + kIcrcLen;
+}
+// Bytes of a whole frame for a payload of `payload_len` bytes.
+constexpr size_t FrameLen(size_t payload_len) { return kBthOffset + RoceLen(payload_len); }
+
+// Writes Ethernet | IPv4 | UDP | BTH | DETH | Sumcast header into `frame` (at least
+// FrameLen(payload_len) bytes), zeroes the pad and the ICRC field, and returns a pointer to the
+// payload area. The caller writes the payload, then stamps the ICRC (sumcast::icrc::StampFrame).
+inline uint8_t* WriteFrameHeaders(uint8_t* frame, const Addressing& a, const SumcastHeader& h, size_t payload_len) {
+  const size_t roce_len = RoceLen(payload_len);
+  std::memcpy(frame, a.dst_mac, 6);
+  std::memcpy(frame + 6, a.src_mac, 6);
+  StoreBe16(frame + 12, kEtherTypeIpv4);
+  uint8_t* ip = frame + kIpOffset;
+  ip[0] = 0x45;
+  ip[1] = a.tos;
+  StoreBe16(ip + 2, static_cast<uint16_t>(kIpv4HeaderLen + kUdpHeaderLen + roce_len));
+  StoreBe16(ip + 4, a.ip_id);
+  StoreBe16(ip + 6, 0x4000);  // DF
+  ip[8] = a.ttl;
+  ip[9] = kIpProtoUdp;
+  StoreBe32(ip + 12, a.src_ip);
+  StoreBe32(ip + 16, a.dst_ip);
+  StoreBe16(ip + 10, Ipv4HeaderChecksum(ip));
+  uint8_t* udp = ip + kIpv4HeaderLen;
+  StoreBe16(udp, a.src_port);
+  StoreBe16(udp + 2, a.dst_port);
+  StoreBe16(udp + 4, static_cast<uint16_t>(kUdpHeaderLen + roce_len));
+  StoreBe16(udp + 6, 0);  // §2: UDP checksum 0 (RoCEv2 senders may leave it zero)
+  WriteRoceHeaders(udp + kUdpHeaderLen, a, h, payload_len);
+  uint8_t* payload = frame + kPayloadOffset;
+  std::memset(payload + payload_len, 0, roce_len - kRoceHeadersLen - payload_len);
+  return payload;
+}
+
+}  // namespace sumcast::wire
