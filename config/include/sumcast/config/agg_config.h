@@ -1,8 +1,8 @@
 // agg.conf: the appliance's configuration (libconfig syntax). Reference: docs/agg.conf.md;
 // complete commented example: config/agg.conf. Every field states its default.
 //
-// LoadAggConfig parses and type-checks (unknown keys, wrong types and out-of-range values are
-// errors naming file, line and key); ValidateAggConfig does the cross-field checks. Both return
+// load_agg_config parses and type-checks (unknown keys, wrong types and out-of-range values are
+// errors naming file, line and key); validate_agg_config does the cross-field checks. Both return
 // the first error found. Thread safety: plain values.
 #pragma once
 
@@ -79,10 +79,10 @@ struct AggConfig {
 };
 
 // Parses `path`. Errors read "<path>:<line>: <key>: <what>" (line 0 when libconfig has none).
-Result<AggConfig> LoadAggConfig(const std::string& path);
+Result<AggConfig> load_agg_config(const std::string& path);
 // Same, from text (tests, fuzzers); `name` stands in for the path in messages.
-Result<AggConfig> ParseAggConfig(const std::string& text, const std::string& name);
+Result<AggConfig> parse_agg_config(const std::string& text, const std::string& name);
 // Cross-field checks (e.g. lcores covers worker_cores + 1, token file readable, address forms).
-Status ValidateAggConfig(const AggConfig& config);
+Status validate_agg_config(const AggConfig& config);
 
 }  // namespace sumcast::config

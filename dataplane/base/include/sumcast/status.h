@@ -29,7 +29,7 @@ enum class StatusCode : int {
   kInternal = 8,         // a bug: an invariant did not hold
 };
 
-const char* StatusCodeName(StatusCode code);
+const char* status_code_name(StatusCode code);
 
 class [[nodiscard]] Status {
  public:
@@ -37,18 +37,18 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message)
       : rep_(code == StatusCode::kOk ? nullptr : std::make_shared<const Rep>(Rep{code, std::move(message)})) {}
 
-  static Status Ok() { return {}; }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-  static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-  static Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
-  static Status Refused(std::string m) { return {StatusCode::kRefused, std::move(m)}; }
-  static Status Timeout(std::string m) { return {StatusCode::kTimeout, std::move(m)}; }
-  static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
-  static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-  static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  
+  static Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+  static Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+  static Status refused(std::string m) { return {StatusCode::kRefused, std::move(m)}; }
+  static Status timeout(std::string m) { return {StatusCode::kTimeout, std::move(m)}; }
+  static Status aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+  static Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+  static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   // An I/O error whose message ends with strerror(err).
-  static Status FromErrno(std::string_view what, int err = errno) {
-    return IoError(std::string(what) + ": " + std::strerror(err));
+  static Status from_errno(std::string_view what, int err = errno) {
+    return io_error(std::string(what) + ": " + std::strerror(err));
   }
 
   bool ok() const { return rep_ == nullptr; }
@@ -58,8 +58,8 @@ class [[nodiscard]] Status {
     return rep_ ? rep_->message : kEmpty;
   }
   // "<CodeName>: <message>", or "OK".
-  std::string ToString() const {
-    return ok() ? std::string("OK") : std::string(StatusCodeName(code())) + ": " + message();
+  std::string to_string() const {
+    return ok() ? std::string("OK") : std::string(status_code_name(code())) + ": " + message();
   }
 
  private:
@@ -70,7 +70,7 @@ class [[nodiscard]] Status {
   std::shared_ptr<const Rep> rep_;
 };
 
-inline const char* StatusCodeName(StatusCode code) {
+inline const char* status_code_name(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return "OK";
     case StatusCode::kInvalidArgument: return "InvalidArgument";

@@ -52,7 +52,7 @@ enum class DropReason : uint8_t {
   kCount
 };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
-const char* DropReasonName(DropReason r);
+const char* drop_reason_name(DropReason r);
 
 // Counters of one core. Written only by the owning lcore; readers (telemetry) load them relaxed.
 struct alignas(64) CoreCounters {
@@ -72,7 +72,7 @@ struct alignas(64) CoreCounters {
   std::atomic<uint64_t> drops[kDropReasonCount]{};
 };
 
-// A frame received: contiguous bytes, valid until ProcessBurst returns.
+// A frame received: contiguous bytes, valid until process_burst returns.
 struct PacketView {
   const uint8_t* data;
   uint32_t len;
@@ -84,11 +84,11 @@ class TxSink {
  public:
   virtual ~TxSink() = default;
   // A buffer to build one frame in, or nullptr when none is free (the engine counts kTxNoBuffer).
-  virtual uint8_t* Acquire() = 0;
-  // Queues `buf` (from Acquire) holding `len` bytes; the sink may send a burst now.
-  virtual void Submit(uint8_t* buf, uint32_t len) = 0;
+  virtual uint8_t* acquire() = 0;
+  // Queues `buf` (from acquire()) holding `len` bytes; the sink may send a burst now.
+  virtual void submit(uint8_t* buf, uint32_t len) = 0;
   // Sends what is queued. Called by the engine at the end of every burst.
-  virtual void Flush() = 0;
+  virtual void flush() = 0;
 };
 
 // One member of a job: its data endpoint.
@@ -144,22 +144,22 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Control operations. Called only on the owning lcore (between bursts), never concurrently
-  // with ProcessBurst. AddJob allocates; it fails (and changes nothing) when a limit is hit.
-  Status AddJob(const JobSpec& spec);
+  // with process_burst. add_job allocates; it fails (and changes nothing) when a limit is hit.
+  Status add_job(const JobSpec& spec);
   // Removes the job; when `reason` != kNone, sends an abort to every member first.
-  void RemoveJob(uint32_t job_id, wire::AbortReason reason, TxSink& tx);
+  void remove_job(uint32_t job_id, wire::AbortReason reason, TxSink& tx);
 
   // The hot path: every frame is consumed (summed, answered or dropped and counted).
   // Never allocates, never fails, never logs.
-  void ProcessBurst(std::span<const PacketView> frames, TxSink& tx);
+  void process_burst(std::span<const PacketView> frames, TxSink& tx);
 
   // The core that owns the slot of this frame, or -1 when the frame is not a well-formed
   // contribution (the receiving core then processes it itself, to count the drop).
-  static int OwnerCore(const uint8_t* frame, uint32_t len, uint32_t core_count);
+  static int owner_core(const uint8_t* frame, uint32_t len, uint32_t core_count);
 
   const CoreCounters& counters() const;
   // Progress per active job (called from any thread; approximate while lcores run).
-  std::vector<JobProgress> Progress() const;
+  std::vector<JobProgress> progress() const;
   const EngineOptions& options() const;
 
  private:

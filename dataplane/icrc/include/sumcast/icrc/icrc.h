@@ -12,20 +12,20 @@
 
 namespace sumcast::icrc {
 
-// zlib-compatible CRC-32: Crc32(0, p, n) == zlib crc32(0, p, n); chainable.
-uint32_t Crc32(uint32_t crc, const void* data, size_t len);
+// zlib-compatible CRC-32: crc32(0, p, n) == zlib crc32(0, p, n); chainable.
+uint32_t crc32(uint32_t crc, const void* data, size_t len);
 
 // `ip_packet` runs from the first byte of the IPv4 header to the last byte of the ICRC field
 // (IPv4 total length bytes). Precondition: at least 20 + 8 + 12 + 4 bytes, IHL = 5.
-uint32_t Compute(std::span<const uint8_t> ip_packet);
-bool Verify(std::span<const uint8_t> ip_packet);
-void Stamp(std::span<uint8_t> ip_packet);
+uint32_t compute(std::span<const uint8_t> ip_packet);
+bool verify(std::span<const uint8_t> ip_packet);
+void stamp(std::span<uint8_t> ip_packet);
 
 // Same, for a whole Ethernet frame (IPv4 starts at byte 14); `frame` may carry Ethernet padding,
-// the IPv4 total length decides where the ICRC is. Precondition: wire::ParseFrame accepted it
-// (for Verify) or wire::WriteFrameHeaders wrote it (for Stamp).
-bool VerifyFrame(std::span<const uint8_t> frame);
-void StampFrame(std::span<uint8_t> frame);
+// the IPv4 total length decides where the ICRC is. Precondition: wire::parse_frame accepted it
+// (for Verify) or wire::write_frame_headers wrote it (for Stamp).
+bool verify_frame(std::span<const uint8_t> frame);
+void stamp_frame(std::span<uint8_t> frame);
 
 // Kernel UDP sockets: the kernel writes the IPv4 and UDP headers, so the ICRC is computed over
 // headers reconstructed from these fields (§2.2: unconnected socket, DF set, IP ID 0).
@@ -38,8 +38,8 @@ struct UdpFields {
   bool dont_fragment = true;
 };
 // `roce` runs from the BTH to the end of the ICRC field (the UDP payload).
-uint32_t ComputeUdp(const UdpFields& f, std::span<const uint8_t> roce);
-bool VerifyUdp(const UdpFields& f, std::span<const uint8_t> roce);
-void StampUdp(const UdpFields& f, std::span<uint8_t> roce);
+uint32_t compute_udp(const UdpFields& f, std::span<const uint8_t> roce);
+bool verify_udp(const UdpFields& f, std::span<const uint8_t> roce);
+void stamp_udp(const UdpFields& f, std::span<uint8_t> roce);
 
 }  // namespace sumcast::icrc

@@ -3,7 +3,7 @@
 // start-up from CPUID. SUMCAST_ISA=scalar|avx2|avx512 in the environment caps the choice (for
 // tests and benchmarks); asking for an ISA the CPU lacks falls back to the best it has.
 //
-// Accumulator element types (wire::AccumulatorSize): fp32 for fp32/fp16/bf16, fp64 for fp64,
+// Accumulator element types (wire::accumulator_size): fp32 for fp32/fp16/bf16, fp64 for fp64,
 // int32 for int32. Contributions are read from unaligned, little-endian packet payloads.
 // Semantics (docs/protocol.md §4):
 //   sum: IEEE addition in the accumulator type (int32 wraps, two's complement);
@@ -22,7 +22,7 @@ namespace sumcast::kernels {
 
 enum class Isa : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 inline constexpr int kIsaCount = 3;
-const char* IsaName(Isa isa);
+const char* isa_name(Isa isa);
 
 // acc[i] = widen(src[i])  (the first contribution of a round: no zeroing pass needed)
 using LoadFn = void (*)(void* acc, const void* src, size_t n);
@@ -39,16 +39,16 @@ struct KernelTable {
 };
 
 // True if this CPU (and OS) can run `isa`.
-bool CpuSupports(Isa isa);
-// The table for `isa`, or nullptr when CpuSupports(isa) is false.
-const KernelTable* KernelsFor(Isa isa);
+bool cpu_supports(Isa isa);
+// The table for `isa`, or nullptr when cpu_supports(isa) is false.
+const KernelTable* kernels_for(Isa isa);
 // The table chosen once (first call) from CPUID and SUMCAST_ISA.
-const KernelTable& Kernels();
+const KernelTable& active_kernels();
 
 // Scalar conversions, shared by all variants' tails and by tests.
-float HalfToFloat(uint16_t h);
-uint16_t FloatToHalf(float f);      // round-to-nearest-even
-float Bf16ToFloat(uint16_t b);
-uint16_t FloatToBf16(float f);      // round-to-nearest-even, NaN kept quiet
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);      // round-to-nearest-even
+float bf16_to_float(uint16_t b);
+uint16_t float_to_bf16(float f);      // round-to-nearest-even, NaN kept quiet
 
 }  // namespace sumcast::kernels

@@ -78,7 +78,7 @@ enum class AbortReason : uint8_t {
 };
 
 // Size in bytes of one element on the wire.
-constexpr size_t DtypeSize(Dtype d) {
+constexpr size_t dtype_size(Dtype d) {
   switch (d) {
     case Dtype::kFp32: return 4;
     case Dtype::kFp16: return 2;
@@ -89,7 +89,7 @@ constexpr size_t DtypeSize(Dtype d) {
   return 0;
 }
 // Size in bytes of one element of the appliance's accumulator for this dtype.
-constexpr size_t AccumulatorSize(Dtype d) {
+constexpr size_t accumulator_size(Dtype d) {
   switch (d) {
     case Dtype::kFp32:
     case Dtype::kFp16:
@@ -99,10 +99,10 @@ constexpr size_t AccumulatorSize(Dtype d) {
   }
   return 0;
 }
-constexpr bool IsValidDtype(uint8_t d) { return d < kDtypeCount; }
-constexpr bool IsValidOp(uint8_t o) { return o < kReduceOpCount; }
-constexpr bool IsValidMsgType(uint8_t t) { return t >= 1 && t <= 3; }
-constexpr const char* DtypeName(Dtype d) {
+constexpr bool is_valid_dtype(uint8_t d) { return d < kDtypeCount; }
+constexpr bool is_valid_op(uint8_t o) { return o < kReduceOpCount; }
+constexpr bool is_valid_msg_type(uint8_t t) { return t >= 1 && t <= 3; }
+constexpr const char* dtype_name(Dtype d) {
   switch (d) {
     case Dtype::kFp32: return "fp32";
     case Dtype::kFp16: return "fp16";
@@ -112,7 +112,7 @@ constexpr const char* DtypeName(Dtype d) {
   }
   return "?";
 }
-constexpr const char* ReduceOpName(ReduceOp o) {
+constexpr const char* reduce_op_name(ReduceOp o) {
   switch (o) {
     case ReduceOp::kSum: return "sum";
     case ReduceOp::kMin: return "min";

@@ -50,7 +50,7 @@ inline constexpr int kParseErrorCount = 0
     SUMCAST_PARSE_ERRORS(SUMCAST_X)
 #undef SUMCAST_X
     ;
-inline const char* ParseErrorName(ParseError e) {
+inline const char* parse_error_name(ParseError e) {
   static constexpr const char* kNames[] = {
 #define SUMCAST_X(name, str) str,
       SUMCAST_PARSE_ERRORS(SUMCAST_X)
@@ -77,70 +77,70 @@ struct ParsedPacket {
   const uint8_t* ip = nullptr;       // start of the IPv4 header (ICRC coverage starts here)
   size_t ip_len = 0;                 // IPv4 total length (through the ICRC)
   const uint8_t* payload = nullptr;  // first payload byte
-  size_t payload_len = 0;            // bytes of payload (elem_count * DtypeSize)
+  size_t payload_len = 0;            // bytes of payload (elem_count * dtype_size)
 };
 
 // Decodes the 32-byte Sumcast header at `p` (no validation).
-inline SumcastHeader DecodeSumcastHeader(const uint8_t* p) {
+inline SumcastHeader decode_sumcast_header(const uint8_t* p) {
   SumcastHeader h;
   h.version = p[0];
   h.type = static_cast<MsgType>(p[1]);
   h.dtype = static_cast<Dtype>(p[2]);
   h.op = static_cast<ReduceOp>(p[3]);
-  h.job_id = LoadBe32(p + 4);
-  h.rank = LoadBe16(p + 8);
-  h.slot = LoadBe16(p + 10);
-  h.round = LoadBe32(p + 12);
-  h.coll_seq = LoadBe32(p + 16);
-  h.elem_count = LoadBe16(p + 20);
+  h.job_id = load_be32(p + 4);
+  h.rank = load_be16(p + 8);
+  h.slot = load_be16(p + 10);
+  h.round = load_be32(p + 12);
+  h.coll_seq = load_be32(p + 16);
+  h.elem_count = load_be16(p + 20);
   h.flags = p[22];
   h.status = p[23];
-  h.elem_offset = LoadBe64(p + 24);
+  h.elem_offset = load_be64(p + 24);
   return h;
 }
 
-inline void EncodeSumcastHeader(const SumcastHeader& h, uint8_t* p) {
+inline void encode_sumcast_header(const SumcastHeader& h, uint8_t* p) {
   p[0] = h.version;
   p[1] = static_cast<uint8_t>(h.type);
   p[2] = static_cast<uint8_t>(h.dtype);
   p[3] = static_cast<uint8_t>(h.op);
-  StoreBe32(p + 4, h.job_id);
-  StoreBe16(p + 8, h.rank);
-  StoreBe16(p + 10, h.slot);
-  StoreBe32(p + 12, h.round);
-  StoreBe32(p + 16, h.coll_seq);
-  StoreBe16(p + 20, h.elem_count);
+  store_be32(p + 4, h.job_id);
+  store_be16(p + 8, h.rank);
+  store_be16(p + 10, h.slot);
+  store_be32(p + 12, h.round);
+  store_be32(p + 16, h.coll_seq);
+  store_be16(p + 20, h.elem_count);
   p[22] = h.flags;
   p[23] = h.status;
-  StoreBe64(p + 24, h.elem_offset);
+  store_be64(p + 24, h.elem_offset);
 }
 
 // Validates the BTH..payload part (`roce` starts at the BTH and ends after the ICRC), as both the
 // appliance (from a frame) and a kernel-socket worker (from a UDP datagram) receive it.
-inline ParseError ParseRoce(std::span<const uint8_t> roce, ParsedPacket* out) {
+inline ParseError parse_roce(std::span<const uint8_t> roce, ParsedPacket* out) {
   const uint8_t* p = roce.data();
   const size_t n = roce.size();
   if (n < kBthLen) return ParseError::kTruncatedBth;
   if (p[0] != kOpcodeUdSendOnly) return ParseError::kBadOpcode;
   out->bth_flags = p[1];
-  if ((p[1] & 0x0F) != kBthTver || LoadBe16(p + 2) != kDefaultPKey) return ParseError::kBadBth;
-  out->dest_qp = LoadBe24(p + 5);
-  out->psn = LoadBe24(p + 9);
+  if ((p[1] & 0x0F) != kBthTver || load_be16(p + 2) != kDefaultPKey) return ParseError::kBadBth;
+  out->dest_qp = load_be24(p + 5);
+  out->psn = load_be24(p + 9);
   if (n < kBthLen + kDethLen) return ParseError::kTruncatedDeth;
-  out->qkey = LoadBe32(p + kBthLen);
-  out->src_qp = LoadBe24(p + kBthLen + 5);
+  out->qkey = load_be32(p + kBthLen);
+  out->src_qp = load_be24(p + kBthLen + 5);
   if (n < kRoceHeadersLen + kIcrcLen) return ParseError::kTruncatedHeader;
   const uint8_t* h = p + kBthLen + kDethLen;
   if (h[0] != kProtocolVersion) return ParseError::kBadVersion;
-  if (!IsValidMsgType(h[1])) return ParseError::kBadType;
-  if (!IsValidDtype(h[2])) return ParseError::kBadDtype;
-  if (!IsValidOp(h[3])) return ParseError::kBadOp;
-  out->hdr = DecodeSumcastHeader(h);
+  if (!is_valid_msg_type(h[1])) return ParseError::kBadType;
+  if (!is_valid_dtype(h[2])) return ParseError::kBadDtype;
+  if (!is_valid_op(h[3])) return ParseError::kBadOp;
+  out->hdr = decode_sumcast_header(h);
   const size_t pad = (p[1] >> 4) & 0x3;  // BTH PadCnt
   const size_t body = n - kRoceHeadersLen - kIcrcLen;
   if (pad > body) return ParseError::kBadLength;
   const size_t payload_len = body - pad;
-  const uint64_t want = uint64_t{out->hdr.elem_count} * DtypeSize(out->hdr.dtype);
+  const uint64_t want = uint64_t{out->hdr.elem_count} * dtype_size(out->hdr.dtype);
   if (out->hdr.type == MsgType::kAbort ? payload_len != 0 : payload_len != want) return ParseError::kBadLength;
   if (payload_len > kMaxPayloadBytes) return ParseError::kBadLength;
   if (out->hdr.elem_offset > kMaxElementIndex || out->hdr.elem_offset + out->hdr.elem_count > kMaxElementIndex) {
@@ -153,41 +153,41 @@ inline ParseError ParseRoce(std::span<const uint8_t> roce, ParsedPacket* out) {
 
 // Validates a whole Ethernet frame. Trailing bytes past the IPv4 total length (Ethernet padding)
 // are ignored. The UDP checksum is never checked (§2: the ICRC is the integrity check).
-inline ParseError ParseFrame(std::span<const uint8_t> frame, ParsedPacket* out) {
+inline ParseError parse_frame(std::span<const uint8_t> frame, ParsedPacket* out) {
   const uint8_t* p = frame.data();
   const size_t n = frame.size();
   if (n < kEthHeaderLen) return ParseError::kTruncatedEth;
   std::memcpy(out->dst_mac, p, 6);
   std::memcpy(out->src_mac, p + 6, 6);
-  if (LoadBe16(p + 12) != kEtherTypeIpv4) return ParseError::kNotIpv4;
+  if (load_be16(p + 12) != kEtherTypeIpv4) return ParseError::kNotIpv4;
   if (n < kIpOffset + kIpv4HeaderLen) return ParseError::kTruncatedIp;
   const uint8_t* ip = p + kIpOffset;
   if (ip[0] != 0x45) return ParseError::kBadIpHeader;
-  const size_t total = LoadBe16(ip + 2);
+  const size_t total = load_be16(ip + 2);
   if (total < kIpv4HeaderLen || kIpOffset + total > n) {
     return total < kIpv4HeaderLen ? ParseError::kBadIpHeader : ParseError::kTruncatedIp;
   }
-  if ((LoadBe16(ip + 6) & 0x3FFF) != 0) return ParseError::kIpFragment;
+  if ((load_be16(ip + 6) & 0x3FFF) != 0) return ParseError::kIpFragment;
   if (ip[9] != kIpProtoUdp) return ParseError::kNotUdp;
-  out->src_ip = LoadBe32(ip + 12);
-  out->dst_ip = LoadBe32(ip + 16);
+  out->src_ip = load_be32(ip + 12);
+  out->dst_ip = load_be32(ip + 16);
   if (total < kIpv4HeaderLen + kUdpHeaderLen) return ParseError::kTruncatedUdp;
   const uint8_t* udp = ip + kIpv4HeaderLen;
-  out->src_port = LoadBe16(udp);
-  out->dst_port = LoadBe16(udp + 2);
-  if (LoadBe16(udp + 4) != total - kIpv4HeaderLen) return ParseError::kBadUdpLength;
+  out->src_port = load_be16(udp);
+  out->dst_port = load_be16(udp + 2);
+  if (load_be16(udp + 4) != total - kIpv4HeaderLen) return ParseError::kBadUdpLength;
   if (out->dst_port != kRoceUdpPort) return ParseError::kNotRocePort;
   out->ip = ip;
   out->ip_len = total;
-  return ParseRoce(std::span<const uint8_t>(udp + kUdpHeaderLen, total - kIpv4HeaderLen - kUdpHeaderLen), out);
+  return parse_roce(std::span<const uint8_t>(udp + kUdpHeaderLen, total - kIpv4HeaderLen - kUdpHeaderLen), out);
 }
 
 // RFC 1071 checksum of an IPv4 header (20 bytes), with the checksum field taken as zero.
-inline uint16_t Ipv4HeaderChecksum(const uint8_t* ip) {
+inline uint16_t ipv4_header_checksum(const uint8_t* ip) {
   uint32_t sum = 0;
   for (size_t i = 0; i < kIpv4HeaderLen; i += 2) {
     if (i == 10) continue;
-    sum += LoadBe16(ip + i);
+    sum += load_be16(ip + i);
   }
   while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
   return static_cast<uint16_t>(~sum);
@@ -212,55 +212,55 @@ struct Addressing {
 
 // Writes BTH | DETH | Sumcast header for a payload of `payload_len` bytes at `p` (kRoceHeadersLen
 // bytes). PadCnt is set so that payload + pad is a multiple of 4.
-inline void WriteRoceHeaders(uint8_t* p, const Addressing& a, const SumcastHeader& h, size_t payload_len) {
+inline void write_roce_headers(uint8_t* p, const Addressing& a, const SumcastHeader& h, size_t payload_len) {
   const uint8_t pad = static_cast<uint8_t>((4 - (payload_len & 3)) & 3);
   p[0] = kOpcodeUdSendOnly;
   p[1] = static_cast<uint8_t>((pad << 4) | kBthTver);
-  StoreBe16(p + 2, kDefaultPKey);
+  store_be16(p + 2, kDefaultPKey);
   p[4] = 0;
-  StoreBe24(p + 5, a.dest_qp);
+  store_be24(p + 5, a.dest_qp);
   p[8] = 0;
-  StoreBe24(p + 9, a.psn & 0xFFFFFF);
-  StoreBe32(p + kBthLen, a.qkey);
+  store_be24(p + 9, a.psn & 0xFFFFFF);
+  store_be32(p + kBthLen, a.qkey);
   p[kBthLen + 4] = 0;
-  StoreBe24(p + kBthLen + 5, a.src_qp);
-  EncodeSumcastHeader(h, p + kBthLen + kDethLen);
+  store_be24(p + kBthLen + 5, a.src_qp);
+  encode_sumcast_header(h, p + kBthLen + kDethLen);
 }
 
 // Bytes of BTH..ICRC for a payload of `payload_len` bytes (including the pad).
-constexpr size_t RoceLen(size_t payload_len) {
+constexpr size_t roce_len(size_t payload_len) {
   return kRoceHeadersLen + payload_len + ((4 - (payload_len & 3)) & 3) + kIcrcLen;
 }
 // Bytes of a whole frame for a payload of `payload_len` bytes.
-constexpr size_t FrameLen(size_t payload_len) { return kBthOffset + RoceLen(payload_len); }
+constexpr size_t frame_len(size_t payload_len) { return kBthOffset + roce_len(payload_len); }
 
 // Writes Ethernet | IPv4 | UDP | BTH | DETH | Sumcast header into `frame` (at least
-// FrameLen(payload_len) bytes), zeroes the pad and the ICRC field, and returns a pointer to the
-// payload area. The caller writes the payload, then stamps the ICRC (sumcast::icrc::StampFrame).
-inline uint8_t* WriteFrameHeaders(uint8_t* frame, const Addressing& a, const SumcastHeader& h, size_t payload_len) {
-  const size_t roce_len = RoceLen(payload_len);
+// frame_len(payload_len) bytes), zeroes the pad and the ICRC field, and returns a pointer to the
+// payload area. The caller writes the payload, then stamps the ICRC (sumcast::icrc::stamp_frame).
+inline uint8_t* write_frame_headers(uint8_t* frame, const Addressing& a, const SumcastHeader& h, size_t payload_len) {
+  const size_t rlen = roce_len(payload_len);
   std::memcpy(frame, a.dst_mac, 6);
   std::memcpy(frame + 6, a.src_mac, 6);
-  StoreBe16(frame + 12, kEtherTypeIpv4);
+  store_be16(frame + 12, kEtherTypeIpv4);
   uint8_t* ip = frame + kIpOffset;
   ip[0] = 0x45;
   ip[1] = a.tos;
-  StoreBe16(ip + 2, static_cast<uint16_t>(kIpv4HeaderLen + kUdpHeaderLen + roce_len));
-  StoreBe16(ip + 4, a.ip_id);
-  StoreBe16(ip + 6, 0x4000);  // DF
+  store_be16(ip + 2, static_cast<uint16_t>(kIpv4HeaderLen + kUdpHeaderLen + rlen));
+  store_be16(ip + 4, a.ip_id);
+  store_be16(ip + 6, 0x4000);  // DF
   ip[8] = a.ttl;
   ip[9] = kIpProtoUdp;
-  StoreBe32(ip + 12, a.src_ip);
-  StoreBe32(ip + 16, a.dst_ip);
-  StoreBe16(ip + 10, Ipv4HeaderChecksum(ip));
+  store_be32(ip + 12, a.src_ip);
+  store_be32(ip + 16, a.dst_ip);
+  store_be16(ip + 10, ipv4_header_checksum(ip));
   uint8_t* udp = ip + kIpv4HeaderLen;
-  StoreBe16(udp, a.src_port);
-  StoreBe16(udp + 2, a.dst_port);
-  StoreBe16(udp + 4, static_cast<uint16_t>(kUdpHeaderLen + roce_len));
-  StoreBe16(udp + 6, 0);  // §2: UDP checksum 0 (RoCEv2 senders may leave it zero)
-  WriteRoceHeaders(udp + kUdpHeaderLen, a, h, payload_len);
+  store_be16(udp, a.src_port);
+  store_be16(udp + 2, a.dst_port);
+  store_be16(udp + 4, static_cast<uint16_t>(kUdpHeaderLen + rlen));
+  store_be16(udp + 6, 0);  // §2: UDP checksum 0 (RoCEv2 senders may leave it zero)
+  write_roce_headers(udp + kUdpHeaderLen, a, h, payload_len);
   uint8_t* payload = frame + kPayloadOffset;
-  std::memset(payload + payload_len, 0, roce_len - kRoceHeadersLen - payload_len);
+  std::memset(payload + payload_len, 0, rlen - kRoceHeadersLen - payload_len);
   return payload;
 }
 
