@@ -1,0 +1,100 @@
+// The appliance's control plane: a TCP server (kernel stack, management interface) where workers
+// register into jobs (docs/protocol.md §8). Authenticated by a shared token (constant-time
+// compare). A job starts when all its ranks registered; it is failed (every member told, on the
+// control connection and by an abort packet from the dataplane) when it makes no progress for
+// job_timeout_ms or a member's connection drops. The server never touches lcore state: it hands
+// jobs to the dataplane through a JobSink.
+//
+// Thread safety: start()/stop() from one thread; the server runs its own thread; jobs() and
+// counters() may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sumcast/engine/engine.h"
+#include "sumcast/status.h"
+#include "sumcast/wire/format.h"
+
+namespace sumcast::control {
+
+// The dataplane as the control plane sees it (sumcastd implements it over lcore rings; tests
+// implement it in memory).
+class JobSink {
+ public:
+  virtual ~JobSink() = default;
+  // Makes the job live on every core; returns when all cores have it (or an error, job not installed).
+  virtual Status install(const engine::JobSpec& spec) = 0;
+  // Removes the job from every core; reason != kNone makes the cores send abort packets to members.
+  virtual void remove(uint32_t job_id, wire::AbortReason reason) = 0;
+  // Slots completed so far by the job, summed over cores (monotonic; used for the no-progress timeout).
+  virtual uint64_t progress(uint32_t job_id) = 0;
+};
+
+struct ServerOptions {
+  std::string listen_address = "0.0.0.0";
+  uint16_t port = 4790;            // 0: pick a free port (tests); see bound_port()
+  std::string token;               // the shared secret (contents of control.token_file)
+  uint32_t max_connections = 256;
+  uint32_t job_timeout_ms = 10000;
+  uint32_t register_timeout_ms = 60000;
+  uint32_t io_timeout_ms = 5000;
+  // Limits (from agg.conf dataplane.*), enforced at registration.
+  uint32_t max_jobs = 16;
+  uint32_t max_ranks = 64;
+  uint32_t slots_per_job = 128;
+  uint32_t max_payload_bytes = 1024;
+  std::vector<wire::Dtype> dtypes;  // accepted; empty = all
+  // The data endpoints workers send to: one per engine core (same MAC/IP, distinct QPN).
+  uint8_t data_mac[6] = {};
+  uint32_t data_ip = 0;            // host order
+  std::vector<uint32_t> core_qpns; // index = core
+  bool multicast = false;
+  uint32_t multicast_base_ip = 0;  // host order; job with index i gets base + i
+};
+
+struct JobInfo {
+  uint32_t job_id;
+  std::string name;
+  uint16_t world_size;
+  uint16_t registered;
+  wire::Dtype dtype;
+  wire::ReduceOp op;
+  bool running;                    // all ranks registered and installed in the dataplane
+  uint64_t slots_completed;
+  uint64_t ms_since_progress;
+};
+
+struct ServerCounters {
+  uint64_t connections_accepted = 0;
+  uint64_t connections_refused = 0;  // over max_connections
+  uint64_t auth_failures = 0;
+  uint64_t bad_messages = 0;
+  uint64_t registrations = 0;
+  uint64_t registrations_refused = 0;
+  uint64_t jobs_started = 0;
+  uint64_t jobs_completed = 0;       // all members left cleanly
+  uint64_t jobs_failed = 0;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, JobSink* sink);
+  ~Server();  // stop()s
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  Status start();    // binds, listens, starts the thread
+  void stop();       // aborts every job (kApplianceStop), closes connections, joins
+  uint16_t bound_port() const;
+  std::vector<JobInfo> jobs() const;
+  ServerCounters counters() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sumcast::control

@@ -1,0 +1,70 @@
+// A worker's control connection to one appliance (docs/protocol.md §8): authenticate, register
+// into a job, learn the job's parameters and the appliance's data endpoints, then keep the
+// connection open for the job's life (closing it makes the appliance fail the job). The
+// appliance reports an abort on this connection.
+//
+// Thread safety: one thread at a time per ControlClient.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sumcast/status.h"
+#include "sumcast/wire/format.h"
+
+namespace sumcast::shim {
+
+struct Endpoint {
+  uint8_t mac[6] = {};
+  uint32_t ip = 0;  // host order
+  uint16_t udp_port = wire::kRoceUdpPort;
+  uint32_t qpn = 0;
+};
+
+struct RegisterRequest {
+  std::string job_name;             // ranks of one job use the same name (<= 64 bytes)
+  uint16_t world_size = 0;
+  uint16_t rank = 0;
+  wire::Dtype dtype = wire::Dtype::kFp32;
+  wire::ReduceOp op = wire::ReduceOp::kSum;
+  uint16_t max_payload_bytes = 1024;  // wanted; the grant may be smaller
+  uint16_t slots = 0;                 // wanted; 0 = the appliance's default
+  Endpoint endpoint;                  // where this rank receives results
+};
+
+struct JobGrant {
+  uint32_t job_id = 0;
+  uint32_t qkey = 0;
+  uint16_t slot_count = 0;
+  uint16_t payload_bytes = 0;         // payload per packet to use
+  Endpoint appliance;                 // MAC/IP/UDP port of the appliance's data port (qpn unused)
+  std::vector<uint32_t> core_qpns;    // slot s goes to core_qpns[s % size()]
+  bool multicast = false;
+  uint32_t multicast_ip = 0;
+};
+
+class ControlClient {
+ public:
+  // Connects to host:port (IPv4 dotted quad or name) and authenticates with `token`.
+  static Result<std::unique_ptr<ControlClient>> connect(const std::string& host, uint16_t port,
+                                                        const std::string& token, uint32_t timeout_ms);
+  ~ControlClient();
+  // Blocks until every rank of the job registered (the appliance answers then) or timeout.
+  Result<JobGrant> register_rank(const RegisterRequest& req, uint32_t timeout_ms);
+  // Non-blocking: OK while the job is alive; Aborted (with the appliance's reason) after an abort
+  // message, IoError when the connection dropped.
+  Status poll();
+  // The connection's fd, for poll()/epoll by callers that wait on several things.
+  int fd() const;
+  // Tells the appliance this rank leaves the job cleanly; closes the connection.
+  Status leave();
+
+ private:
+  ControlClient();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sumcast::shim
