@@ -1,9 +1,14 @@
 // RoCEv2 invariant CRC (docs/protocol.md §2.1), computed with ISA-L's CRC-32.
 //
-// ICRC = CRC-32 (as zlib's crc32) over: 8 bytes of 0xFF | IPv4 header with TOS, TTL and header
-// checksum set to 0xFF | UDP header with checksum 0xFFFF | BTH with resv8a = 0xFF (and FECN/BECN
-// bits of the BTH set, as the IBA masks them) | everything after the BTH up to the ICRC. It is
-// stored least-significant byte first. All functions are thread-safe and allocation-free.
+// ICRC = CRC-32 (as zlib's crc32, initial value 0) over: 8 bytes of 0xFF (standing for the IB
+// LRH) | IPv4 header with TOS (DSCP and ECN) = 0xFF, TTL = 0xFF and header checksum = 0xFFFF |
+// UDP header with checksum = 0xFFFF | BTH with byte 4 = 0xFF | everything after the BTH up to
+// (not including) the ICRC. BTH byte 4 is the IBA's resv8a; RoCEv2 congestion control put FECN
+// and BECN in its top two bits (F|B|resv6), so they are masked with it. BTH byte 8 (AckReq|resv7)
+// is covered, as are the IPv4 ID, flags and lengths and the UDP ports and length. This is what
+// scapy.contrib.roce computes (fecn = becn = 1, resv6 = all ones). The ICRC field holds the CRC
+// value least-significant byte first. The functions only mask and CRC: any BTH opcode works
+// (UD, RC, UC, CNP). All functions are thread-safe and allocation-free.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +21,8 @@ namespace sumcast::icrc {
 uint32_t crc32(uint32_t crc, const void* data, size_t len);
 
 // `ip_packet` runs from the first byte of the IPv4 header to the last byte of the ICRC field
-// (IPv4 total length bytes). Precondition: at least 20 + 8 + 12 + 4 bytes, IHL = 5.
+// (IPv4 total length bytes). Precondition: at least 20 + 8 + 12 + 4 bytes, IHL = 5 (verify is
+// false for a shorter span). compute returns the CRC value; the wire carries it little-endian.
 uint32_t compute(std::span<const uint8_t> ip_packet);
 bool verify(std::span<const uint8_t> ip_packet);
 void stamp(std::span<uint8_t> ip_packet);
