@@ -34,8 +34,8 @@ TEST(WireFormat, OffsetsFollowTheHeaderSizesOfTheFramingSpec) {
 }
 
 TEST(WireFormat, RoceConstantsAreTheStandardOnes) {
-  EXPECT_EQ(kRoceUdpPort, 4791);         // IANA "roce"
-  EXPECT_EQ(kOpcodeUdSendOnly, 0x64);    // IBA: UD (0b011) SEND_ONLY (0b00100)
+  EXPECT_EQ(kRoceUdpPort, 4791);       // IANA "roce"
+  EXPECT_EQ(kOpcodeUdSendOnly, 0x64);  // IBA: UD (0b011) SEND_ONLY (0b00100)
   EXPECT_EQ(kOpcodeUdSendOnly >> 5, 0b011);
   EXPECT_EQ(kOpcodeUdSendOnly & 0x1F, 0b00100);
   EXPECT_EQ(kDefaultPKey, 0xFFFF);
@@ -73,8 +73,8 @@ TEST(WireFormat, ValidityPredicatesStopAtTheLastEnumerator) {
     const auto b = static_cast<uint8_t>(v);
     EXPECT_EQ(is_valid_dtype(b), v <= static_cast<int>(Dtype::kFp64)) << v;
     EXPECT_EQ(is_valid_op(b), v <= static_cast<int>(ReduceOp::kMax)) << v;
-    EXPECT_EQ(is_valid_msg_type(b), v >= static_cast<int>(MsgType::kContribution) &&
-                                        v <= static_cast<int>(MsgType::kAbort))
+    EXPECT_EQ(is_valid_msg_type(b),
+              v >= static_cast<int>(MsgType::kContribution) && v <= static_cast<int>(MsgType::kAbort))
         << v;
   }
 }

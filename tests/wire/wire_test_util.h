@@ -35,11 +35,11 @@ inline uint32_t icrc_of_frame(std::span<const uint8_t> frame) {
   std::vector<uint8_t> m(8, 0xFF);
   m.insert(m.end(), frame.begin() + ip, frame.begin() + ip + total - kIcrcLen);
   uint8_t* q = m.data() + 8;
-  q[1] = 0xFF;                          // TOS
-  q[8] = 0xFF;                          // TTL
-  q[10] = q[11] = 0xFF;                 // header checksum
-  q[20 + 6] = q[20 + 7] = 0xFF;         // UDP checksum
-  q[20 + 8 + 4] = 0xFF;                 // BTH byte 4: FECN | BECN | resv6
+  q[1] = 0xFF;                   // TOS
+  q[8] = 0xFF;                   // TTL
+  q[10] = q[11] = 0xFF;          // header checksum
+  q[20 + 6] = q[20 + 7] = 0xFF;  // UDP checksum
+  q[20 + 8 + 4] = 0xFF;          // BTH byte 4: FECN | BECN | resv6
   return crc32_bitwise(m);
 }
 
@@ -56,10 +56,14 @@ inline std::vector<uint8_t> from_hex(const std::string& hex) {
   int hi = -1;
   for (char ch : hex) {
     int v;
-    if (ch >= '0' && ch <= '9') v = ch - '0';
-    else if (ch >= 'a' && ch <= 'f') v = ch - 'a' + 10;
-    else if (ch >= 'A' && ch <= 'F') v = ch - 'A' + 10;
-    else continue;
+    if (ch >= '0' && ch <= '9')
+      v = ch - '0';
+    else if (ch >= 'a' && ch <= 'f')
+      v = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'F')
+      v = ch - 'A' + 10;
+    else
+      continue;
     if (hi < 0) {
       hi = v;
     } else {
@@ -95,8 +99,7 @@ inline std::vector<GoldenVector> read_golden_vectors() {
 }
 
 // A frame built by write_frame_headers, payload filled by the caller's bytes, ICRC stamped.
-inline std::vector<uint8_t> build_frame(const Addressing& a, const SumcastHeader& h,
-                                        std::span<const uint8_t> payload) {
+inline std::vector<uint8_t> build_frame(const Addressing& a, const SumcastHeader& h, std::span<const uint8_t> payload) {
   std::vector<uint8_t> f(frame_len(payload.size()));
   uint8_t* p = write_frame_headers(f.data(), a, h, payload.size());
   if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());

@@ -116,16 +116,26 @@ bool parse_args(int argc, char** argv, Options* o) {
       std::fprintf(stderr, "sumcast-impair: %s: '%s' is not a non-negative number\n", a.c_str(), v);
       return false;
     }
-    if (a == "--queue") o->queue = static_cast<uint16_t>(d);
-    else if (a == "--seed") o->seed = static_cast<uint64_t>(d);
-    else if (a == "--loss") o->loss_pct = d;
-    else if (a == "--delay-ms") o->delay_ms = d;
-    else if (a == "--jitter-ms") o->jitter_ms = d;
-    else if (a == "--reorder") o->reorder_pct = d;
-    else if (a == "--reorder-ms") o->reorder_ms = d;
-    else if (a == "--duration-s") o->duration_s = d;
-    else if (a == "--max-packets") o->max_packets = static_cast<uint64_t>(d);
-    else if (a == "--max-held") o->max_held = static_cast<size_t>(d);
+    if (a == "--queue")
+      o->queue = static_cast<uint16_t>(d);
+    else if (a == "--seed")
+      o->seed = static_cast<uint64_t>(d);
+    else if (a == "--loss")
+      o->loss_pct = d;
+    else if (a == "--delay-ms")
+      o->delay_ms = d;
+    else if (a == "--jitter-ms")
+      o->jitter_ms = d;
+    else if (a == "--reorder")
+      o->reorder_pct = d;
+    else if (a == "--reorder-ms")
+      o->reorder_ms = d;
+    else if (a == "--duration-s")
+      o->duration_s = d;
+    else if (a == "--max-packets")
+      o->max_packets = static_cast<uint64_t>(d);
+    else if (a == "--max-held")
+      o->max_held = static_cast<size_t>(d);
     else {
       std::fprintf(stderr, "sumcast-impair: unknown option %s\n", a.c_str());
       return false;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,56 +22,59 @@ enum class HugePages : uint8_t {
 };
 
 struct EalConfig {
-  std::string lcores = "0,1";            // eal.lcores: EAL -l/--lcores; first is the main lcore
-  std::string file_prefix = "sumcast";   // eal.file_prefix: --file-prefix
-  uint32_t memory_mb = 512;              // eal.memory_mb: -m; 64..1048576
+  std::string lcores = "0,1";               // eal.lcores: EAL -l/--lcores; first is the main lcore
+  std::string file_prefix = "sumcast";      // eal.file_prefix: --file-prefix
+  uint32_t memory_mb = 512;                 // eal.memory_mb: -m; 64..1048576
   HugePages huge_pages = HugePages::kAuto;  // eal.huge_pages: "auto" | "on" | "off"
-  std::vector<std::string> vdevs;        // eal.vdevs: --vdev arguments, e.g. "net_af_packet0,iface=veth0"
-  std::vector<std::string> allow;        // eal.allow: PCI addresses for -a
-  std::vector<std::string> extra_args;   // eal.extra_args: appended verbatim
+  std::vector<std::string> vdevs;           // eal.vdevs: --vdev arguments, e.g. "net_af_packet0,iface=veth0"
+  std::vector<std::string> allow;           // eal.allow: PCI addresses for -a
+  std::vector<std::string> extra_args;      // eal.extra_args: appended verbatim
 };
 
 struct PortConfig {
-  std::string device;                    // port.device (required): DPDK device name, e.g. "net_af_packet0" or "0000:3b:00.0"
-  std::string mac;                       // port.mac: "" = the port's own MAC
-  std::string ipv4;                      // port.ipv4 (required): the appliance's data address, dotted quad
-  uint16_t mtu = 1500;                   // port.mtu: 576..9216
-  uint16_t rx_desc = 1024;               // port.rx_desc: 64..16384, power of two
-  uint16_t tx_desc = 1024;               // port.tx_desc: 64..16384, power of two
+  std::string device;       // port.device (required): DPDK device name, e.g. "net_af_packet0" or "0000:3b:00.0"
+  std::string mac;          // port.mac: "" = the port's own MAC
+  std::string ipv4;         // port.ipv4 (required): the appliance's data address, dotted quad
+  uint16_t mtu = 1500;      // port.mtu: 576..9216
+  uint16_t rx_desc = 1024;  // port.rx_desc: 64..16384, power of two
+  uint16_t tx_desc = 1024;  // port.tx_desc: 64..16384, power of two
 };
 
 struct DataplaneConfig {
-  uint32_t worker_cores = 1;             // dataplane.worker_cores: lcores that run engines, 1..64 (one rx/tx queue each)
-  uint32_t burst_size = 32;              // dataplane.burst_size: 1..512
-  uint32_t slots_per_job = 128;          // dataplane.slots_per_job: 1..65535
-  uint32_t max_jobs = 16;                // dataplane.max_jobs: 1..4096
-  uint32_t max_ranks = 64;               // dataplane.max_ranks: 2..4096 per job
-  uint32_t max_payload_bytes = 1024;     // dataplane.max_payload_bytes: 64..4096, multiple of 64
+  uint32_t worker_cores = 1;          // dataplane.worker_cores: lcores that run engines, 1..64 (one rx/tx queue each)
+  uint32_t burst_size = 32;           // dataplane.burst_size: 1..512
+  uint32_t slots_per_job = 128;       // dataplane.slots_per_job: 1..65535
+  uint32_t max_jobs = 16;             // dataplane.max_jobs: 1..4096
+  uint32_t max_ranks = 64;            // dataplane.max_ranks: 2..4096 per job
+  uint32_t max_payload_bytes = 1024;  // dataplane.max_payload_bytes: 64..4096, multiple of 64
   std::vector<std::string> dtypes = {"fp32", "fp16", "bf16", "int32", "fp64"};  // dataplane.dtypes accepted
-  bool verify_icrc = true;               // dataplane.verify_icrc
-  bool multicast = false;                // dataplane.multicast: results by IPv4 multicast (per-member replication when false)
+  bool verify_icrc = true;                                                      // dataplane.verify_icrc
+  bool multicast = false;  // dataplane.multicast: results by IPv4 multicast (per-member replication when false)
   std::string multicast_group = "239.255.77.0";  // dataplane.multicast_group: first group; job i uses base + i
-  uint32_t mbufs = 16383;                // dataplane.mbufs: mempool size, 1023..1048575
+  uint32_t mbufs = 16383;                        // dataplane.mbufs: mempool size, 1023..1048575
 };
 
 struct ControlConfig {
   std::string listen_address = "0.0.0.0";  // control.listen_address
-  uint16_t port = 4790;                  // control.port: TCP port, 1..65535
-  std::string token_file;                // control.token_file (required): shared secret, first line, >= 16 bytes
-  uint32_t max_connections = 256;        // control.max_connections: 1..65536
-  uint32_t job_timeout_ms = 10000;       // control.job_timeout_ms: no progress this long fails the job, 100..3600000
-  uint32_t register_timeout_ms = 60000;  // control.register_timeout_ms: all ranks must register within, 100..3600000
-  uint32_t io_timeout_ms = 5000;         // control.io_timeout_ms: a half-sent message is dropped after, 10..600000
+  uint16_t port = 4790;                    // control.port: TCP port, 1..65535
+  std::string token_file;                  // control.token_file (required): shared secret, first line, >= 16 bytes
+  uint32_t max_connections = 256;          // control.max_connections: 1..65536
+  uint32_t job_timeout_ms = 10000;         // control.job_timeout_ms: no progress this long fails the job, 100..3600000
+  uint32_t register_timeout_ms = 60000;    // control.register_timeout_ms: all ranks must register within, 100..3600000
+  uint32_t io_timeout_ms = 5000;           // control.io_timeout_ms: a half-sent message is dropped after, 10..600000
 };
 
 struct TelemetryConfig {
-  bool dpdk_telemetry = true;            // telemetry.dpdk_telemetry: register /sumcast/ commands
-  std::string prometheus_address;        // telemetry.prometheus_address: "ip:port" or "" (off)
-  uint32_t stats_interval_ms = 0;        // telemetry.stats_interval_ms: log a stats line every N ms; 0 = off
+  bool dpdk_telemetry = true;      // telemetry.dpdk_telemetry: register /sumcast/ commands
+  std::string prometheus_address;  // telemetry.prometheus_address: "ip:port" or "" (off)
+  uint32_t stats_interval_ms = 0;  // telemetry.stats_interval_ms: log a stats line every N ms; 0 = off
 };
 
 struct AggConfig {
-  std::string path;                      // the file it was read from
+  std::string path;  // the file it was read from
+  // Key path ("port.mtu") -> line in `path` where the key was set; filled by parsing, read by
+  // validate_agg_config for its messages. Keys absent here (defaults, set in code) report line 0.
+  std::map<std::string, int> key_lines;
   EalConfig eal;
   PortConfig port;
   DataplaneConfig dataplane;
@@ -79,6 +83,7 @@ struct AggConfig {
 };
 
 // Parses `path`. Errors read "<path>:<line>: <key>: <what>" (line 0 when libconfig has none).
+// A relative control.token_file is resolved against the directory of `path`.
 Result<AggConfig> load_agg_config(const std::string& path);
 // Same, from text (tests, fuzzers); `name` stands in for the path in messages.
 Result<AggConfig> parse_agg_config(const std::string& text, const std::string& name);

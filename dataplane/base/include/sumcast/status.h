@@ -37,7 +37,6 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message)
       : rep_(code == StatusCode::kOk ? nullptr : std::make_shared<const Rep>(Rep{code, std::move(message)})) {}
 
-  
   static Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
   static Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
@@ -72,15 +71,24 @@ class [[nodiscard]] Status {
 
 inline const char* status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kRefused: return "Refused";
-    case StatusCode::kTimeout: return "Timeout";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kRefused:
+      return "Refused";
+    case StatusCode::kTimeout:
+      return "Timeout";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }
@@ -89,8 +97,8 @@ inline const char* status_code_name(StatusCode code) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}            // NOLINT(google-explicit-constructor)
-  Result(Status status) : v_(std::move(status)) {}     // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
@@ -112,8 +120,8 @@ class [[nodiscard]] Result {
 }  // namespace sumcast
 
 // Returns from the enclosing function when `expr` (a Status) is not OK.
-#define SUMCAST_RETURN_IF_ERROR(expr)        \
-  do {                                       \
-    ::sumcast::Status _st = (expr);          \
-    if (!_st.ok()) return _st;               \
+#define SUMCAST_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::sumcast::Status _st = (expr);   \
+    if (!_st.ok()) return _st;        \
   } while (0)

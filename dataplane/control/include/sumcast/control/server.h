@@ -35,8 +35,8 @@ class JobSink {
 
 struct ServerOptions {
   std::string listen_address = "0.0.0.0";
-  uint16_t port = 4790;            // 0: pick a free port (tests); see bound_port()
-  std::string token;               // the shared secret (contents of control.token_file)
+  uint16_t port = 4790;  // 0: pick a free port (tests); see bound_port()
+  std::string token;     // the shared secret (contents of control.token_file)
   uint32_t max_connections = 256;
   uint32_t job_timeout_ms = 10000;
   uint32_t register_timeout_ms = 60000;
@@ -49,8 +49,8 @@ struct ServerOptions {
   std::vector<wire::Dtype> dtypes;  // accepted; empty = all
   // The data endpoints workers send to: one per engine core (same MAC/IP, distinct QPN).
   uint8_t data_mac[6] = {};
-  uint32_t data_ip = 0;            // host order
-  std::vector<uint32_t> core_qpns; // index = core
+  uint32_t data_ip = 0;             // host order
+  std::vector<uint32_t> core_qpns;  // index = core
   bool multicast = false;
   uint32_t multicast_base_ip = 0;  // host order; job with index i gets base + i
 };
@@ -62,7 +62,7 @@ struct JobInfo {
   uint16_t registered;
   wire::Dtype dtype;
   wire::ReduceOp op;
-  bool running;                    // all ranks registered and installed in the dataplane
+  bool running;  // all ranks registered and installed in the dataplane
   uint64_t slots_completed;
   uint64_t ms_since_progress;
 };
@@ -75,7 +75,7 @@ struct ServerCounters {
   uint64_t registrations = 0;
   uint64_t registrations_refused = 0;
   uint64_t jobs_started = 0;
-  uint64_t jobs_completed = 0;       // all members left cleanly
+  uint64_t jobs_completed = 0;  // all members left cleanly
   uint64_t jobs_failed = 0;
 };
 
@@ -86,8 +86,8 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  Status start();    // binds, listens, starts the thread
-  void stop();       // aborts every job (kApplianceStop), closes connections, joins
+  Status start();  // binds, listens, starts the thread
+  void stop();     // aborts every job (kApplianceStop), closes connections, joins
   uint16_t bound_port() const;
   std::vector<JobInfo> jobs() const;
   ServerCounters counters() const;

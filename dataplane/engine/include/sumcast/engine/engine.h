@@ -24,32 +24,32 @@ namespace sumcast::engine {
 
 // Every reason a frame is dropped (docs/protocol.md §6). Structural reasons mirror
 // wire::ParseError one-to-one and come first, in the same order.
-#define SUMCAST_DROP_REASONS(X)                                                         \
-  SUMCAST_PARSE_ERRORS(X)                                                               \
-  X(kMultiSegment, "multi_segment")     /* frame not contiguous in one buffer */        \
-  X(kNotForUs, "not_for_us")            /* destination MAC/IPv4 is not this port's */   \
-  X(kBadIcrc, "bad_icrc")                                                               \
-  X(kNotContribution, "not_contribution") /* result/abort sent to the appliance */      \
-  X(kUnknownJob, "unknown_job")                                                         \
-  X(kBadQkey, "bad_qkey")                                                               \
-  X(kBadRank, "bad_rank")               /* rank >= world size */                        \
-  X(kForeignSource, "foreign_source")   /* IPv4/UDP port/QPN not the rank's endpoint */ \
-  X(kBadSlot, "bad_slot")               /* slot >= job's slot count */                  \
-  X(kWrongCore, "wrong_core")           /* slot owned by another core */                \
-  X(kDtypeMismatch, "dtype_mismatch")                                                   \
-  X(kOpMismatch, "op_mismatch")                                                         \
-  X(kTooLarge, "too_large")             /* payload above the job's packet limit */      \
-  X(kStaleRound, "stale_round")         /* round neither open, shadowed nor next */     \
-  X(kChunkMismatch, "chunk_mismatch")   /* offset/count/coll_seq differ in one round */ \
-  X(kVersionBit, "version_bit")         /* flags' version bit != round & 1 */           \
-  X(kArpIgnored, "arp_ignored")         /* ARP not asking for our address */            \
-  X(kTxNoBuffer, "tx_no_buffer")        /* a reply could not be built: pool empty */
+#define SUMCAST_DROP_REASONS(X)                                                       \
+  SUMCAST_PARSE_ERRORS(X)                                                             \
+  X(kMultiSegment, "multi_segment") /* frame not contiguous in one buffer */          \
+  X(kNotForUs, "not_for_us")        /* destination MAC/IPv4 is not this port's */     \
+  X(kBadIcrc, "bad_icrc")                                                             \
+  X(kNotContribution, "not_contribution") /* result/abort sent to the appliance */    \
+  X(kUnknownJob, "unknown_job")                                                       \
+  X(kBadQkey, "bad_qkey")                                                             \
+  X(kBadRank, "bad_rank")             /* rank >= world size */                        \
+  X(kForeignSource, "foreign_source") /* IPv4/UDP port/QPN not the rank's endpoint */ \
+  X(kBadSlot, "bad_slot")             /* slot >= job's slot count */                  \
+  X(kWrongCore, "wrong_core")         /* slot owned by another core */                \
+  X(kDtypeMismatch, "dtype_mismatch")                                                 \
+  X(kOpMismatch, "op_mismatch")                                                       \
+  X(kTooLarge, "too_large")           /* payload above the job's packet limit */      \
+  X(kStaleRound, "stale_round")       /* round neither open, shadowed nor next */     \
+  X(kChunkMismatch, "chunk_mismatch") /* offset/count/coll_seq differ in one round */ \
+  X(kVersionBit, "version_bit")       /* flags' version bit != round & 1 */           \
+  X(kArpIgnored, "arp_ignored")       /* ARP not asking for our address */            \
+  X(kTxNoBuffer, "tx_no_buffer")      /* a reply could not be built: pool empty */
 
 enum class DropReason : uint8_t {
 #define SUMCAST_X(name, str) name,
   SUMCAST_DROP_REASONS(SUMCAST_X)
 #undef SUMCAST_X
-  kCount
+      kCount
 };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
 const char* drop_reason_name(DropReason r);
@@ -60,10 +60,10 @@ struct alignas(64) CoreCounters {
   std::atomic<uint64_t> rx_bytes{0};
   std::atomic<uint64_t> tx_packets{0};
   std::atomic<uint64_t> tx_bytes{0};
-  std::atomic<uint64_t> contributions{0};      // accepted and summed
-  std::atomic<uint64_t> payload_bytes{0};      // gradient bytes summed
+  std::atomic<uint64_t> contributions{0};  // accepted and summed
+  std::atomic<uint64_t> payload_bytes{0};  // gradient bytes summed
   std::atomic<uint64_t> slots_completed{0};
-  std::atomic<uint64_t> duplicates{0};         // contribution to an open round already counted
+  std::atomic<uint64_t> duplicates{0};            // contribution to an open round already counted
   std::atomic<uint64_t> retransmits_answered{0};  // shadow result re-sent to one worker
   std::atomic<uint64_t> results_sent{0};
   std::atomic<uint64_t> aborts_sent{0};
@@ -94,7 +94,7 @@ class TxSink {
 // One member of a job: its data endpoint.
 struct Member {
   uint8_t mac[6] = {};
-  uint32_t ip = 0;        // host order
+  uint32_t ip = 0;  // host order
   uint16_t udp_port = wire::kRoceUdpPort;
   uint32_t qpn = 0;
 };
@@ -105,10 +105,10 @@ struct JobSpec {
   uint32_t qkey = 0;
   wire::Dtype dtype = wire::Dtype::kFp32;
   wire::ReduceOp op = wire::ReduceOp::kSum;
-  uint16_t slot_count = 0;          // slots 0..slot_count-1; core c owns s with s % cores == c
-  uint16_t max_payload_bytes = 0;   // largest payload accepted per packet
-  std::vector<Member> members;      // index = rank; size = world size
-  bool multicast = false;           // results to mcast_ip/mcast_mac instead of per member
+  uint16_t slot_count = 0;         // slots 0..slot_count-1; core c owns s with s % cores == c
+  uint16_t max_payload_bytes = 0;  // largest payload accepted per packet
+  std::vector<Member> members;     // index = rank; size = world size
+  bool multicast = false;          // results to mcast_ip/mcast_mac instead of per member
   uint32_t mcast_ip = 0;
   uint8_t mcast_mac[6] = {};
 };
@@ -117,15 +117,15 @@ struct EngineOptions {
   uint32_t core_index = 0;
   uint32_t core_count = 1;
   uint8_t local_mac[6] = {};
-  uint32_t local_ip = 0;            // host order; ARP is answered for it
-  uint32_t qpn = 0x000100;          // this core's QPN (BTH DestQP of its contributions)
+  uint32_t local_ip = 0;    // host order; ARP is answered for it
+  uint32_t qpn = 0x000100;  // this core's QPN (BTH DestQP of its contributions)
   bool verify_icrc = true;
   uint32_t max_jobs = 64;
   uint32_t max_ranks = 256;
   uint32_t max_slots_per_job = 1024;
   // Memory for slot state and accumulators (hugepages under DPDK). Must return 64-byte aligned
   // memory or nullptr; `release` gets back exactly what `allocate` returned.
-  void* (*allocate)(size_t bytes, void* ctx) = nullptr;   // nullptr: aligned operator new
+  void* (*allocate)(size_t bytes, void* ctx) = nullptr;  // nullptr: aligned operator new
   void (*release)(void* p, void* ctx) = nullptr;
   void* alloc_ctx = nullptr;
 };

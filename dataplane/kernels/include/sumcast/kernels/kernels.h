@@ -47,8 +47,8 @@ const KernelTable& active_kernels();
 
 // Scalar conversions, shared by all variants' tails and by tests.
 float half_to_float(uint16_t h);
-uint16_t float_to_half(float f);      // round-to-nearest-even
+uint16_t float_to_half(float f);  // round-to-nearest-even
 float bf16_to_float(uint16_t b);
-uint16_t float_to_bf16(float f);      // round-to-nearest-even, NaN kept quiet
+uint16_t float_to_bf16(float f);  // round-to-nearest-even, NaN kept quiet
 
 }  // namespace sumcast::kernels

@@ -20,9 +20,9 @@ inline constexpr size_t kSumcastHeaderLen = 32;
 inline constexpr size_t kIcrcLen = 4;
 inline constexpr size_t kIpOffset = kEthHeaderLen;
 inline constexpr size_t kUdpOffset = kIpOffset + kIpv4HeaderLen;
-inline constexpr size_t kBthOffset = kUdpOffset + kUdpHeaderLen;           // 42
-inline constexpr size_t kDethOffset = kBthOffset + kBthLen;                  // 54
-inline constexpr size_t kSumcastOffset = kDethOffset + kDethLen;            // 62
+inline constexpr size_t kBthOffset = kUdpOffset + kUdpHeaderLen;              // 42
+inline constexpr size_t kDethOffset = kBthOffset + kBthLen;                   // 54
+inline constexpr size_t kSumcastOffset = kDethOffset + kDethLen;              // 62
 inline constexpr size_t kPayloadOffset = kSumcastOffset + kSumcastHeaderLen;  // 94
 // Bytes from the start of the BTH to the start of the payload (what a UDP socket sends first).
 inline constexpr size_t kRoceHeadersLen = kBthLen + kDethLen + kSumcastHeaderLen;  // 52
@@ -54,9 +54,9 @@ enum class MsgType : uint8_t {
 
 enum class Dtype : uint8_t {
   kFp32 = 0,
-  kFp16 = 1,  // IEEE binary16, accumulated in fp32, rounded once at completion
-  kBf16 = 2,  // bfloat16, accumulated in fp32, rounded once at completion
-  kInt32 = 3, // two's complement, wrapping sum
+  kFp16 = 1,   // IEEE binary16, accumulated in fp32, rounded once at completion
+  kBf16 = 2,   // bfloat16, accumulated in fp32, rounded once at completion
+  kInt32 = 3,  // two's complement, wrapping sum
   kFp64 = 4,
 };
 inline constexpr int kDtypeCount = 5;
@@ -71,20 +71,25 @@ inline constexpr int kReduceOpCount = 3;
 // Reason codes carried in an abort message's `status` field (§8).
 enum class AbortReason : uint8_t {
   kNone = 0,
-  kTimeout = 1,         // no progress on the job for its timeout
-  kMemberLeft = 2,      // a member's control connection closed or it sent leave
-  kApplianceStop = 3,   // the appliance is shutting down
-  kAdmin = 4,           // an operator aborted the job
+  kTimeout = 1,        // no progress on the job for its timeout
+  kMemberLeft = 2,     // a member's control connection closed or it sent leave
+  kApplianceStop = 3,  // the appliance is shutting down
+  kAdmin = 4,          // an operator aborted the job
 };
 
 // Size in bytes of one element on the wire.
 constexpr size_t dtype_size(Dtype d) {
   switch (d) {
-    case Dtype::kFp32: return 4;
-    case Dtype::kFp16: return 2;
-    case Dtype::kBf16: return 2;
-    case Dtype::kInt32: return 4;
-    case Dtype::kFp64: return 8;
+    case Dtype::kFp32:
+      return 4;
+    case Dtype::kFp16:
+      return 2;
+    case Dtype::kBf16:
+      return 2;
+    case Dtype::kInt32:
+      return 4;
+    case Dtype::kFp64:
+      return 8;
   }
   return 0;
 }
@@ -93,9 +98,12 @@ constexpr size_t accumulator_size(Dtype d) {
   switch (d) {
     case Dtype::kFp32:
     case Dtype::kFp16:
-    case Dtype::kBf16: return 4;
-    case Dtype::kInt32: return 4;
-    case Dtype::kFp64: return 8;
+    case Dtype::kBf16:
+      return 4;
+    case Dtype::kInt32:
+      return 4;
+    case Dtype::kFp64:
+      return 8;
   }
   return 0;
 }
@@ -104,19 +112,27 @@ constexpr bool is_valid_op(uint8_t o) { return o < kReduceOpCount; }
 constexpr bool is_valid_msg_type(uint8_t t) { return t >= 1 && t <= 3; }
 constexpr const char* dtype_name(Dtype d) {
   switch (d) {
-    case Dtype::kFp32: return "fp32";
-    case Dtype::kFp16: return "fp16";
-    case Dtype::kBf16: return "bf16";
-    case Dtype::kInt32: return "int32";
-    case Dtype::kFp64: return "fp64";
+    case Dtype::kFp32:
+      return "fp32";
+    case Dtype::kFp16:
+      return "fp16";
+    case Dtype::kBf16:
+      return "bf16";
+    case Dtype::kInt32:
+      return "int32";
+    case Dtype::kFp64:
+      return "fp64";
   }
   return "?";
 }
 constexpr const char* reduce_op_name(ReduceOp o) {
   switch (o) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
   }
   return "?";
 }
@@ -137,14 +153,14 @@ struct SumcastHeader {
   Dtype dtype = Dtype::kFp32;
   ReduceOp op = ReduceOp::kSum;
   uint32_t job_id = 0;
-  uint16_t rank = 0;        // sender (contribution) or receiver (result; 0xFFFF for multicast)
-  uint16_t slot = 0;        // index within the job's slot range
-  uint32_t round = 0;       // per-slot round number; the slot version bit is round & 1
-  uint32_t coll_seq = 0;    // the collective call this chunk belongs to
-  uint16_t elem_count = 0;  // elements in the payload
-  uint8_t flags = 0;        // kFlag*
-  uint8_t status = 0;       // AbortReason for kAbort, else 0
-  uint64_t elem_offset = 0; // element offset of the chunk in the collective's buffer
+  uint16_t rank = 0;         // sender (contribution) or receiver (result; 0xFFFF for multicast)
+  uint16_t slot = 0;         // index within the job's slot range
+  uint32_t round = 0;        // per-slot round number; the slot version bit is round & 1
+  uint32_t coll_seq = 0;     // the collective call this chunk belongs to
+  uint16_t elem_count = 0;   // elements in the payload
+  uint8_t flags = 0;         // kFlag*
+  uint8_t status = 0;        // AbortReason for kAbort, else 0
+  uint64_t elem_offset = 0;  // element offset of the chunk in the collective's buffer
 };
 
 inline constexpr uint16_t kRankMulticast = 0xFFFF;

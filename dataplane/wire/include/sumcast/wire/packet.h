@@ -17,27 +17,27 @@
 namespace sumcast::wire {
 
 // Every structural rejection has a name (docs/protocol.md §6). X-macro: enum and names.
-#define SUMCAST_PARSE_ERRORS(X)                                                   \
-  X(kOk, "ok")                                                                    \
-  X(kTruncatedEth, "truncated_eth")       /* shorter than an Ethernet header */   \
-  X(kNotIpv4, "not_ipv4")                 /* other EtherType (IPv6, LLDP, VLAN) */\
-  X(kTruncatedIp, "truncated_ip")         /* frame ends inside the IPv4 header */ \
-  X(kBadIpHeader, "bad_ip_header")        /* version != 4, IHL != 5, bad total */ \
-  X(kIpFragment, "ip_fragment")           /* MF set or fragment offset != 0 */    \
-  X(kNotUdp, "not_udp")                   /* IP protocol is not UDP */            \
-  X(kTruncatedUdp, "truncated_udp")                                               \
-  X(kBadUdpLength, "bad_udp_length")      /* UDP length != IP payload length */   \
-  X(kNotRocePort, "not_roce_port")        /* UDP destination port != 4791 */      \
-  X(kTruncatedBth, "truncated_bth")                                               \
-  X(kBadOpcode, "bad_opcode")             /* BTH opcode is not UD SEND_ONLY */    \
-  X(kBadBth, "bad_bth")                   /* TVer != 0 or P_Key not default */    \
-  X(kTruncatedDeth, "truncated_deth")                                             \
-  X(kTruncatedHeader, "truncated_header") /* ends inside the Sumcast header */    \
-  X(kBadVersion, "bad_version")           /* Sumcast header version unknown */    \
-  X(kBadType, "bad_type")                 /* message type unknown */              \
-  X(kBadDtype, "bad_dtype")               /* dtype unknown */                     \
-  X(kBadOp, "bad_op")                     /* reduction op unknown */              \
-  X(kBadLength, "bad_length")             /* payload length != count * size */    \
+#define SUMCAST_PARSE_ERRORS(X)                                                \
+  X(kOk, "ok")                                                                 \
+  X(kTruncatedEth, "truncated_eth") /* shorter than an Ethernet header */      \
+  X(kNotIpv4, "not_ipv4")           /* other EtherType (IPv6, LLDP, VLAN) */   \
+  X(kTruncatedIp, "truncated_ip")   /* frame ends inside the IPv4 header */    \
+  X(kBadIpHeader, "bad_ip_header")  /* version != 4, IHL != 5, bad total */    \
+  X(kIpFragment, "ip_fragment")     /* MF set or fragment offset != 0 */       \
+  X(kNotUdp, "not_udp")             /* IP protocol is not UDP */               \
+  X(kTruncatedUdp, "truncated_udp")                                            \
+  X(kBadUdpLength, "bad_udp_length") /* UDP length != IP payload length */     \
+  X(kNotRocePort, "not_roce_port")   /* UDP destination port != 4791 */        \
+  X(kTruncatedBth, "truncated_bth")                                            \
+  X(kBadOpcode, "bad_opcode") /* BTH opcode is not UD SEND_ONLY */             \
+  X(kBadBth, "bad_bth")       /* TVer != 0 or P_Key not default */             \
+  X(kTruncatedDeth, "truncated_deth")                                          \
+  X(kTruncatedHeader, "truncated_header") /* ends inside the Sumcast header */ \
+  X(kBadVersion, "bad_version")           /* Sumcast header version unknown */ \
+  X(kBadType, "bad_type")                 /* message type unknown */           \
+  X(kBadDtype, "bad_dtype")               /* dtype unknown */                  \
+  X(kBadOp, "bad_op")                     /* reduction op unknown */           \
+  X(kBadLength, "bad_length")             /* payload length != count * size */ \
   X(kBadRange, "bad_range")               /* offset + count beyond 2^40 */
 
 enum class ParseError : uint8_t {
@@ -68,11 +68,11 @@ struct ParsedPacket {
   uint32_t dst_ip = 0;  // host order
   uint16_t src_port = 0;
   uint16_t dst_port = 0;
-  uint8_t bth_flags = 0;   // SE|M|PadCnt|TVer
-  uint32_t dest_qp = 0;    // BTH destination QP (24 bits)
-  uint32_t psn = 0;        // BTH PSN (24 bits)
-  uint32_t qkey = 0;       // DETH Q_Key
-  uint32_t src_qp = 0;     // DETH source QP (24 bits)
+  uint8_t bth_flags = 0;  // SE|M|PadCnt|TVer
+  uint32_t dest_qp = 0;   // BTH destination QP (24 bits)
+  uint32_t psn = 0;       // BTH PSN (24 bits)
+  uint32_t qkey = 0;      // DETH Q_Key
+  uint32_t src_qp = 0;    // DETH source QP (24 bits)
   SumcastHeader hdr;
   const uint8_t* ip = nullptr;       // start of the IPv4 header (ICRC coverage starts here)
   size_t ip_len = 0;                 // IPv4 total length (through the ICRC)
@@ -203,10 +203,10 @@ struct Addressing {
   uint16_t dst_port = kRoceUdpPort;
   uint8_t tos = 0;
   uint8_t ttl = 64;
-  uint16_t ip_id = 0;   // 0 with DF set, as Linux sends from unconnected UDP sockets (§2)
-  uint32_t dest_qp = 0; // BTH destination QP
-  uint32_t src_qp = 0;  // DETH source QP
-  uint32_t qkey = 0;    // DETH Q_Key
+  uint16_t ip_id = 0;    // 0 with DF set, as Linux sends from unconnected UDP sockets (§2)
+  uint32_t dest_qp = 0;  // BTH destination QP
+  uint32_t src_qp = 0;   // DETH source QP
+  uint32_t qkey = 0;     // DETH Q_Key
   uint32_t psn = 0;
 };
 

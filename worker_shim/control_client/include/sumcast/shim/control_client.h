@@ -24,7 +24,7 @@ struct Endpoint {
 };
 
 struct RegisterRequest {
-  std::string job_name;             // ranks of one job use the same name (<= 64 bytes)
+  std::string job_name;  // ranks of one job use the same name (<= 64 bytes)
   uint16_t world_size = 0;
   uint16_t rank = 0;
   wire::Dtype dtype = wire::Dtype::kFp32;
@@ -38,9 +38,9 @@ struct JobGrant {
   uint32_t job_id = 0;
   uint32_t qkey = 0;
   uint16_t slot_count = 0;
-  uint16_t payload_bytes = 0;         // payload per packet to use
-  Endpoint appliance;                 // MAC/IP/UDP port of the appliance's data port (qpn unused)
-  std::vector<uint32_t> core_qpns;    // slot s goes to core_qpns[s % size()]
+  uint16_t payload_bytes = 0;       // payload per packet to use
+  Endpoint appliance;               // MAC/IP/UDP port of the appliance's data port (qpn unused)
+  std::vector<uint32_t> core_qpns;  // slot s goes to core_qpns[s % size()]
   bool multicast = false;
   uint32_t multicast_ip = 0;
 };
