@@ -66,6 +66,14 @@ tb_up() {
     local num=${rate%%[a-zA-Z]*} unit=${rate##*[0-9.]}
     _tb_shape "$(tb_ns sw)" pd "$((num * n))$unit"
   fi
+  # Links come up asynchronously: wait (bounded) until every worker reaches the management address.
+  for ((i = 0; i < n; i++)); do
+    local try=0
+    until tb_exec "w$i" ping -c1 -W1 -q "$TB_MGMT_IP" >/dev/null 2>&1; do
+      try=$((try + 1))
+      [ $try -lt 10 ] || { echo "testbed: w$i cannot reach $TB_MGMT_IP" >&2; return 1; }
+    done
+  done
 }
 
 tb_loss() {  # percent of frames dropped on every switch port, both directions
