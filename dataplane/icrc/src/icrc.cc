@@ -1,8 +1,17 @@
 // RoCEv2 ICRC with ISA-L's CRC-32 (see icrc.h for the definition).
 //
-// Per packet: the 48 bytes the ICRC masks (8 x 0xFF | IPv4 | UDP | BTH) are copied to the stack
-// and masked, then two ISA-L calls: one over that prefix, one chained over the rest of the packet
-// up to the ICRC field. No allocation, no branches on packet content beyond the length guards.
+// Per packet: the 48 bytes the ICRC masks (8 x 0xFF | IPv4 | UDP | BTH) are built on the stack
+// with the masked fields set to ones, then two ISA-L calls: one over that prefix, one chained
+// over the rest of the packet up to the ICRC field. No allocation, no data-dependent branches.
+//
+// Two x86 details decide the cost (perf/icrc, 1 KiB payload frame, this 2.6 GHz Xeon VM):
+// - ISA-L 2.30's AVX-512 CRC returns without VZEROUPPER. The next legacy-SSE instruction (ours,
+//   or DPDK's, built with -march=corei7) then pays an AVX-SSE transition penalty: ~120 ns per
+//   call here. Every ISA-L call below is followed by VZEROUPPER when the CPU has AVX.
+// - The prefix is written with three 16-byte stores so that ISA-L's 16-byte loads of it are
+//   forwarded from the store buffer; byte-wise stores made them stall (~17 ns per packet).
+// Measured (CPU time): verify of a 1 KiB-payload frame ~20 ns (~52 cycles; 149 ns before the
+// two fixes), of a 64 B-payload frame ~13 ns (~35 cycles); the table CRC needs 2.2 us and 257 ns.
 #include "sumcast/icrc/icrc.h"
 
 #include <isa-l/crc.h>
@@ -12,6 +21,11 @@
 
 #include "sumcast/endian.h"
 #include "sumcast/wire/format.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && !defined(SUMCAST_ICRC_SCALAR)
+#define SUMCAST_ICRC_SSE2 1
+#include <emmintrin.h>
+#endif
 
 namespace sumcast::icrc {
 namespace {
@@ -26,6 +40,7 @@ constexpr size_t kPrefixLen = kPrefixBth + wire::kBthLen;  // 48
 constexpr size_t kCoveredHeadersLen = kPrefixLen - kLrhMaskLen;  // 40
 // Smallest IPv4 packet the ICRC is defined on: headers up to the BTH, then the ICRC itself.
 constexpr size_t kMinIpLen = kCoveredHeadersLen + wire::kIcrcLen;  // 44
+constexpr size_t kMinRoceLen = wire::kBthLen + wire::kIcrcLen;     // 16
 
 // Field offsets inside the headers (RFC 791, RFC 768, IBA BTH).
 constexpr size_t kIpTos = 1;
@@ -46,6 +61,116 @@ constexpr size_t kBthResv8a = 4;  // FECN | BECN | resv6
 constexpr uint8_t kIpv4NoOptions = 0x45;  // version 4, IHL 5
 constexpr uint16_t kIpDontFragment = 0x4000;
 
+// 0xFF where the prefix is masked, 0 where it carries packet bytes. Masking sets fields to all
+// ones, so it is an OR with this.
+struct MaskTable {
+  alignas(16) uint8_t bytes[kPrefixLen];
+};
+constexpr MaskTable make_mask() {
+  MaskTable m{};
+  for (size_t i = 0; i < kLrhMaskLen; ++i) m.bytes[i] = 0xFF;
+  m.bytes[kPrefixIp + kIpTos] = 0xFF;  // DSCP and ECN
+  m.bytes[kPrefixIp + kIpTtl] = 0xFF;
+  m.bytes[kPrefixIp + kIpChecksum] = 0xFF;
+  m.bytes[kPrefixIp + kIpChecksum + 1] = 0xFF;
+  m.bytes[kPrefixUdp + kUdpChecksum] = 0xFF;
+  m.bytes[kPrefixUdp + kUdpChecksum + 1] = 0xFF;
+  m.bytes[kPrefixBth + kBthResv8a] = 0xFF;  // FECN and BECN live here
+  return m;
+}
+constexpr MaskTable kMask = make_mask();
+
+#if defined(__x86_64__) || defined(__i386__)
+// Set at load time. A call from another static initializer that runs first only misses the
+// VZEROUPPER (slower, still correct).
+const bool g_cpu_has_avx = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx") != 0;
+}();
+#endif
+
+// After ISA-L: clear the upper vector halves it leaves dirty (see the top of this file).
+inline void after_isal() {
+#if defined(__x86_64__) || defined(__i386__)
+  if (g_cpu_has_avx) asm volatile("vzeroupper" ::: "memory");
+#endif
+}
+
+// CRC of the 48-byte masked `prefix` followed by `rest_len` bytes at `rest`.
+inline uint32_t crc_prefix_and_rest(const uint8_t* prefix, const uint8_t* rest, size_t rest_len) {
+  uint32_t crc = crc32_gzip_refl(0, prefix, kPrefixLen);
+  crc = crc32_gzip_refl(crc, rest, rest_len);
+  after_isal();
+  return crc;
+}
+
+// Writes the masked prefix for the IPv4 | UDP | BTH headers at `ip` (40 readable bytes).
+inline void build_prefix(uint8_t* prefix, const uint8_t* ip) {
+#ifdef SUMCAST_ICRC_SSE2
+  const auto* m = reinterpret_cast<const __m128i*>(kMask.bytes);
+  // [8 mask bytes | ip 0..7], [ip 8..23], [ip 24..39], each ORed with its mask.
+  const __m128i c0 =
+      _mm_or_si128(_mm_slli_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ip)), 8), _mm_load_si128(m));
+  const __m128i c1 = _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ip + 8)), _mm_load_si128(m + 1));
+  const __m128i c2 = _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ip + 24)), _mm_load_si128(m + 2));
+  _mm_store_si128(reinterpret_cast<__m128i*>(prefix), c0);
+  _mm_store_si128(reinterpret_cast<__m128i*>(prefix + 16), c1);
+  _mm_store_si128(reinterpret_cast<__m128i*>(prefix + 32), c2);
+#else
+  std::memset(prefix, 0, kLrhMaskLen);
+  std::memcpy(prefix + kPrefixIp, ip, kCoveredHeadersLen);
+  for (size_t i = 0; i < kPrefixLen; ++i) prefix[i] |= kMask.bytes[i];
+#endif
+}
+
+// Writes the masked prefix for headers a kernel UDP socket would send (IPv4 TOS, TTL and both
+// checksums are masked, so they need no value) followed by the BTH at `bth` (16 readable bytes).
+inline void build_udp_prefix(uint8_t* prefix, const UdpFields& f, const uint8_t* bth, size_t roce_len) {
+  const auto ip_len = static_cast<uint16_t>(wire::kIpv4HeaderLen + wire::kUdpHeaderLen + roce_len);
+  const auto udp_len = static_cast<uint16_t>(wire::kUdpHeaderLen + roce_len);
+  const uint16_t flags = f.dont_fragment ? kIpDontFragment : 0;
+#ifdef SUMCAST_ICRC_SSE2
+  // The same bytes as the scalar branch, assembled in registers (little-endian lanes).
+  static_assert(kIpTotalLength == 2 && kIpId == 4 && kIpFlagsFrag == 6, "ip_lo: IPv4 bytes 0..7");
+  static_assert(kIpProto == 9 && kIpSrc == 12, "ip_mid: IPv4 bytes 8..15");
+  static_assert(kIpDst == 16 && kUdpSrcPort == 0 && kUdpDstPort == 2, "ip_hi: IPv4 16..19, UDP 0..3");
+  static_assert(kUdpLength == 4, "udp_tail: UDP bytes 4..7");
+  const uint64_t ip_lo = uint64_t{kIpv4NoOptions} | uint64_t{0xFF} << 8 | uint64_t{__builtin_bswap16(ip_len)} << 16 |
+                         uint64_t{__builtin_bswap16(f.ip_id)} << 32 | uint64_t{__builtin_bswap16(flags)} << 48;
+  const uint64_t ip_mid = uint64_t{0xFF} | uint64_t{wire::kIpProtoUdp} << 8 | uint64_t{0xFFFF} << 16 |
+                          uint64_t{__builtin_bswap32(f.src_ip)} << 32;
+  const uint64_t ip_hi = uint64_t{__builtin_bswap32(f.dst_ip)} | uint64_t{__builtin_bswap16(f.src_port)} << 32 |
+                         uint64_t{__builtin_bswap16(f.dst_port)} << 48;
+  const uint32_t udp_tail = uint32_t{__builtin_bswap16(udp_len)} | uint32_t{0xFFFF} << 16;
+  const auto* m = reinterpret_cast<const __m128i*>(kMask.bytes);
+  const __m128i c0 = _mm_set_epi64x(static_cast<long long>(ip_lo), -1);
+  const __m128i c1 = _mm_set_epi64x(static_cast<long long>(ip_hi), static_cast<long long>(ip_mid));
+  const __m128i c2 =
+      _mm_or_si128(_mm_or_si128(_mm_slli_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bth)), 4),
+                                _mm_cvtsi32_si128(static_cast<int>(udp_tail))),
+                   _mm_load_si128(m + 2));
+  _mm_store_si128(reinterpret_cast<__m128i*>(prefix), c0);
+  _mm_store_si128(reinterpret_cast<__m128i*>(prefix + 16), c1);
+  _mm_store_si128(reinterpret_cast<__m128i*>(prefix + 32), c2);
+#else
+  std::memset(prefix, 0, kPrefixLen);
+  uint8_t* ip = prefix + kPrefixIp;
+  ip[0] = kIpv4NoOptions;
+  store_be16(ip + kIpTotalLength, ip_len);
+  store_be16(ip + kIpId, f.ip_id);
+  store_be16(ip + kIpFlagsFrag, flags);
+  ip[kIpProto] = wire::kIpProtoUdp;
+  store_be32(ip + kIpSrc, f.src_ip);
+  store_be32(ip + kIpDst, f.dst_ip);
+  uint8_t* udp = prefix + kPrefixUdp;
+  store_be16(udp + kUdpSrcPort, f.src_port);
+  store_be16(udp + kUdpDstPort, f.dst_port);
+  store_be16(udp + kUdpLength, udp_len);
+  std::memcpy(prefix + kPrefixBth, bth, wire::kBthLen);
+  for (size_t i = 0; i < kPrefixLen; ++i) prefix[i] |= kMask.bytes[i];
+#endif
+}
+
 inline uint32_t load_le32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
          (static_cast<uint32_t>(p[3]) << 24);
@@ -56,21 +181,6 @@ inline void store_le32(uint8_t* p, uint32_t v) {
   p[1] = static_cast<uint8_t>(v >> 8);
   p[2] = static_cast<uint8_t>(v >> 16);
   p[3] = static_cast<uint8_t>(v >> 24);
-}
-
-// Masks the variant fields of a prefix whose IPv4 | UDP | BTH are already in place, and CRCs it
-// followed by `rest_len` bytes at `rest`.
-inline uint32_t crc_masked(uint8_t* prefix, const uint8_t* rest, size_t rest_len) {
-  std::memset(prefix, 0xFF, kLrhMaskLen);
-  prefix[kPrefixIp + kIpTos] = 0xFF;  // DSCP and ECN
-  prefix[kPrefixIp + kIpTtl] = 0xFF;
-  prefix[kPrefixIp + kIpChecksum] = 0xFF;
-  prefix[kPrefixIp + kIpChecksum + 1] = 0xFF;
-  prefix[kPrefixUdp + kUdpChecksum] = 0xFF;
-  prefix[kPrefixUdp + kUdpChecksum + 1] = 0xFF;
-  prefix[kPrefixBth + kBthResv8a] = 0xFF;  // FECN and BECN live here
-  const uint32_t crc = crc32_gzip_refl(0, prefix, kPrefixLen);
-  return crc32_gzip_refl(crc, rest, rest_len);
 }
 
 // The IPv4 packet inside `frame` (by its total length), or an empty span if the frame is too
@@ -86,15 +196,17 @@ inline std::span<const uint8_t> ip_of_frame(std::span<const uint8_t> frame) {
 }  // namespace
 
 uint32_t crc32(uint32_t crc, const void* data, size_t len) {
-  return crc32_gzip_refl(crc, static_cast<const unsigned char*>(data), len);
+  crc = crc32_gzip_refl(crc, static_cast<const unsigned char*>(data), len);
+  after_isal();
+  return crc;
 }
 
 uint32_t compute(std::span<const uint8_t> ip_packet) {
   assert(ip_packet.size() >= kMinIpLen);
   alignas(16) uint8_t prefix[kPrefixLen];
-  std::memcpy(prefix + kPrefixIp, ip_packet.data(), kCoveredHeadersLen);
-  return crc_masked(prefix, ip_packet.data() + kCoveredHeadersLen,
-                    ip_packet.size() - kCoveredHeadersLen - wire::kIcrcLen);
+  build_prefix(prefix, ip_packet.data());
+  return crc_prefix_and_rest(prefix, ip_packet.data() + kCoveredHeadersLen,
+                             ip_packet.size() - kCoveredHeadersLen - wire::kIcrcLen);
 }
 
 bool verify(std::span<const uint8_t> ip_packet) {
@@ -121,33 +233,20 @@ void stamp_frame(std::span<uint8_t> frame) {
 }
 
 uint32_t compute_udp(const UdpFields& f, std::span<const uint8_t> roce) {
-  assert(roce.size() >= wire::kBthLen + wire::kIcrcLen);
+  assert(roce.size() >= kMinRoceLen);
   alignas(16) uint8_t prefix[kPrefixLen];
-  uint8_t* ip = prefix + kPrefixIp;
-  // TOS, TTL and both checksums are masked by crc_masked(); they need no value here.
-  ip[0] = kIpv4NoOptions;
-  store_be16(ip + kIpTotalLength, static_cast<uint16_t>(wire::kIpv4HeaderLen + wire::kUdpHeaderLen + roce.size()));
-  store_be16(ip + kIpId, f.ip_id);
-  store_be16(ip + kIpFlagsFrag, f.dont_fragment ? kIpDontFragment : 0);
-  ip[kIpProto] = wire::kIpProtoUdp;
-  store_be32(ip + kIpSrc, f.src_ip);
-  store_be32(ip + kIpDst, f.dst_ip);
-  uint8_t* udp = prefix + kPrefixUdp;
-  store_be16(udp + kUdpSrcPort, f.src_port);
-  store_be16(udp + kUdpDstPort, f.dst_port);
-  store_be16(udp + kUdpLength, static_cast<uint16_t>(wire::kUdpHeaderLen + roce.size()));
-  std::memcpy(prefix + kPrefixBth, roce.data(), wire::kBthLen);
-  return crc_masked(prefix, roce.data() + wire::kBthLen, roce.size() - wire::kBthLen - wire::kIcrcLen);
+  build_udp_prefix(prefix, f, roce.data(), roce.size());
+  return crc_prefix_and_rest(prefix, roce.data() + wire::kBthLen, roce.size() - kMinRoceLen);
 }
 
 bool verify_udp(const UdpFields& f, std::span<const uint8_t> roce) {
-  if (roce.size() < wire::kBthLen + wire::kIcrcLen) return false;
+  if (roce.size() < kMinRoceLen) return false;
   return compute_udp(f, roce) == load_le32(roce.data() + roce.size() - wire::kIcrcLen);
 }
 
 void stamp_udp(const UdpFields& f, std::span<uint8_t> roce) {
-  assert(roce.size() >= wire::kBthLen + wire::kIcrcLen);
-  if (roce.size() < wire::kBthLen + wire::kIcrcLen) return;
+  assert(roce.size() >= kMinRoceLen);
+  if (roce.size() < kMinRoceLen) return;
   store_le32(roce.data() + roce.size() - wire::kIcrcLen, compute_udp(f, roce));
 }
 
