@@ -1,0 +1,245 @@
+// agg.conf cross-field checks (docs/agg.conf.md, "Validation"). Parsing: agg_config.cc.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "located_error.h"
+#include "sumcast/config/agg_config.h"
+#include "sumcast/wire/format.h"
+#include "value_forms.h"
+
+namespace sumcast::config {
+namespace {
+
+// Bytes of the shortest first line accepted as the control plane's shared token.
+constexpr size_t kMinTokenBytes = 16;
+
+std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+bool is_multicast(uint32_t address) { return (address >> 28) == 0xE; }  // 224.0.0.0/4
+
+class Validator {
+ public:
+  explicit Validator(const AggConfig& config)
+      : config_(config), file_(config.path.empty() ? std::string("agg.conf") : config.path) {}
+
+  Status run() {
+    SUMCAST_RETURN_IF_ERROR(check_lcores());
+    SUMCAST_RETURN_IF_ERROR(check_device());
+    SUMCAST_RETURN_IF_ERROR(check_mac());
+    SUMCAST_RETURN_IF_ERROR(check_ipv4());
+    SUMCAST_RETURN_IF_ERROR(check_mtu());
+    SUMCAST_RETURN_IF_ERROR(check_mbufs());
+    SUMCAST_RETURN_IF_ERROR(check_multicast_group());
+    SUMCAST_RETURN_IF_ERROR(check_listen_address());
+    SUMCAST_RETURN_IF_ERROR(check_token_file());
+    SUMCAST_RETURN_IF_ERROR(check_prometheus_address());
+    return {};
+  }
+
+ private:
+  int line_of(const std::string& key) const {
+    const auto it = config_.key_lines.find(key);
+    return it == config_.key_lines.end() ? 0 : it->second;
+  }
+
+  Status error(const std::string& key, std::string_view what, StatusCode code = StatusCode::kInvalidArgument) const {
+    return detail::located_error(code, file_, line_of(key), key, what);
+  }
+
+  // The value as written, marked when it is the default (so the reader looks for it in the docs).
+  std::string shown(const std::string& key, std::string_view value) const {
+    return in_quotes(value) + (config_.key_lines.count(key) == 0 ? " (the default)" : "");
+  }
+
+  Status check_lcores() const {
+    const EalConfig& eal = config_.eal;
+    const Result<int> count = detail::count_lcores(eal.lcores);
+    if (!count.ok()) {
+      return error("eal.lcores",
+                   shown("eal.lcores", eal.lcores) + " is not an lcore list: " + count.status().message());
+    }
+    const uint64_t needed = uint64_t{config_.dataplane.worker_cores} + 1;
+    if (static_cast<uint64_t>(*count) < needed) {
+      return error("eal.lcores",
+                   shown("eal.lcores", eal.lcores) + " gives " + std::to_string(*count) +
+                       " lcore(s); dataplane.worker_cores = " + std::to_string(config_.dataplane.worker_cores) +
+                       " needs " + std::to_string(needed) + " (main + workers)");
+    }
+    return {};
+  }
+
+  // The port must be something EAL will probe: a PCI device (listed in eal.allow when that is
+  // used) or one of eal.vdevs (or a device that eal.extra_args names).
+  Status check_device() const {
+    const EalConfig& eal = config_.eal;
+    const std::string& device = config_.port.device;
+    for (const std::string& vdev : eal.vdevs) {
+      if (vdev.substr(0, vdev.find(',')) == device) return {};
+    }
+    for (const std::string& arg : eal.extra_args) {
+      if (arg.find(device) != std::string::npos) return {};
+    }
+    const std::optional<std::string> pci = detail::normalize_pci_address(device);
+    if (!pci) {
+      return error("port.device", in_quotes(device) + " is neither a PCI address nor the name of one of eal.vdevs");
+    }
+    if (eal.allow.empty()) return {};
+    for (const std::string& allowed : eal.allow) {
+      if (detail::normalize_pci_address(allowed.substr(0, allowed.find(','))) == pci) return {};
+    }
+    return error("port.device", device + " is not in eal.allow (EAL probes only the devices listed there)");
+  }
+
+  Status check_mac() const {
+    const std::string& mac = config_.port.mac;
+    if (mac.empty()) return {};
+    const auto bytes = detail::parse_mac(mac);
+    if (!bytes) return error("port.mac", in_quotes(mac) + " is not a MAC address (aa:bb:cc:dd:ee:ff)");
+    if (((*bytes)[0] & 0x01) != 0) return error("port.mac", mac + " is a multicast address");
+    bool all_zero = true;
+    for (uint8_t b : *bytes) all_zero = all_zero && b == 0;
+    if (all_zero) return error("port.mac", mac + " is all zeros");
+    return {};
+  }
+
+  Status check_ipv4() const {
+    const std::string& text = config_.port.ipv4;
+    const std::optional<uint32_t> address = detail::parse_ipv4(text);
+    if (!address) return error("port.ipv4", in_quotes(text) + " is not a dotted-quad IPv4 address");
+    const uint32_t first = *address >> 24;
+    if (first == 0 || first == 127 || first >= 224) {
+      return error("port.ipv4", text + " is not a unicast host address");
+    }
+    return {};
+  }
+
+  Status check_mtu() const {
+    const uint64_t needed = uint64_t{config_.dataplane.max_payload_bytes} + wire::kFrameOverhead - wire::kEthHeaderLen;
+    if (config_.port.mtu < needed) {
+      return error("port.mtu", std::to_string(config_.port.mtu) + " is too small for dataplane.max_payload_bytes = " +
+                                   std::to_string(config_.dataplane.max_payload_bytes) + " (payload + " +
+                                   std::to_string(wire::kFrameOverhead - wire::kEthHeaderLen) +
+                                   " bytes of IPv4/UDP/RoCE headers and ICRC need an MTU of at least " +
+                                   std::to_string(needed) + ")");
+    }
+    return {};
+  }
+
+  // Each worker's rx ring is filled from the pool at start, and its tx ring may hold as many
+  // mbufs in flight: a smaller pool makes the port fail to start or stall.
+  Status check_mbufs() const {
+    const DataplaneConfig& dp = config_.dataplane;
+    const uint64_t needed = uint64_t{dp.worker_cores} * (uint64_t{config_.port.rx_desc} + config_.port.tx_desc);
+    if (dp.mbufs < needed) {
+      return error("dataplane.mbufs", std::to_string(dp.mbufs) + " is fewer than the " + std::to_string(needed) +
+                                          " descriptors of the workers' rings (dataplane.worker_cores x "
+                                          "(port.rx_desc + port.tx_desc))");
+    }
+    return {};
+  }
+
+  Status check_multicast_group() const {
+    const DataplaneConfig& dp = config_.dataplane;
+    const std::optional<uint32_t> group = detail::parse_ipv4(dp.multicast_group);
+    if (!group) {
+      return error("dataplane.multicast_group",
+                   shown("dataplane.multicast_group", dp.multicast_group) + " is not a dotted-quad IPv4 address");
+    }
+    if (!dp.multicast) return {};
+    if (!is_multicast(*group)) {
+      return error("dataplane.multicast_group",
+                   dp.multicast_group + " is not in 224.0.0.0/4 (dataplane.multicast is on)");
+    }
+    const uint64_t last = uint64_t{*group} + dp.max_jobs - 1;
+    if (last > 0xEFFFFFFFu) {
+      return error("dataplane.multicast_group", dp.multicast_group + " + dataplane.max_jobs " +
+                                                    std::to_string(dp.max_jobs) + " groups runs past 239.255.255.255");
+    }
+    return {};
+  }
+
+  Status check_listen_address() const {
+    const std::string& text = config_.control.listen_address;
+    const std::optional<uint32_t> address = detail::parse_ipv4(text);
+    if (!address) {
+      return error("control.listen_address",
+                   shown("control.listen_address", text) + " is not a dotted-quad IPv4 address");
+    }
+    if ((*address >> 24) >= 224) return error("control.listen_address", text + " is not a unicast address");
+    return {};
+  }
+
+  Status check_token_file() const {
+    const std::string& path = config_.control.token_file;
+    if (path.empty()) return error("control.token_file", "required key is missing");
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      return error("control.token_file", path + ": " + std::strerror(err),
+                   err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError);
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return error("control.token_file", path + " is not a regular file", StatusCode::kIoError);
+    }
+    std::string first_line;
+    char buffer[256];
+    bool done = false;
+    while (!done && first_line.size() < 4096) {
+      const ssize_t n = ::read(fd, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int err = errno;
+        ::close(fd);
+        return error("control.token_file", path + ": " + std::strerror(err), StatusCode::kIoError);
+      }
+      if (n == 0) break;
+      const std::string_view chunk(buffer, static_cast<size_t>(n));
+      const size_t newline = chunk.find('\n');
+      first_line.append(chunk.substr(0, newline));
+      done = newline != std::string_view::npos;
+    }
+    ::close(fd);
+    if (!first_line.empty() && first_line.back() == '\r') first_line.pop_back();
+    if (first_line.size() < kMinTokenBytes) {
+      return error("control.token_file",
+                   path + ": the first line (the token) has " + std::to_string(first_line.size()) +
+                       " bytes; at least " + std::to_string(kMinTokenBytes) + " are needed",
+                   StatusCode::kInvalidArgument);
+    }
+    return {};
+  }
+
+  Status check_prometheus_address() const {
+    const std::string& text = config_.telemetry.prometheus_address;
+    if (text.empty()) return {};
+    const std::optional<detail::HostPort> endpoint = detail::parse_host_port(text);
+    if (!endpoint) {
+      return error("telemetry.prometheus_address",
+                   in_quotes(text) + " is not \"ip:port\" (dotted quad, port 1..65535) or \"\"");
+    }
+    const std::optional<uint32_t> control = detail::parse_ipv4(config_.control.listen_address);
+    const bool same_address = control && (*control == 0 || endpoint->address == 0 || *control == endpoint->address);
+    if (same_address && endpoint->port == config_.control.port) {
+      return error("telemetry.prometheus_address",
+                   "port " + std::to_string(endpoint->port) + " is also control.port on the same address");
+    }
+    return {};
+  }
+
+  const AggConfig& config_;
+  std::string file_;
+};
+
+}  // namespace
+
+Status validate_agg_config(const AggConfig& config) { return Validator(config).run(); }
+
+}  // namespace sumcast::config

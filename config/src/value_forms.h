@@ -1,0 +1,45 @@
+// The textual forms agg.conf values take: dotted-quad IPv4, MAC, "ip:port", DPDK lcore lists
+// and PCI addresses. Strict parsers: anything they do not fully consume is rejected.
+// Thread safety: pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sumcast/status.h"
+
+namespace sumcast::config::detail {
+
+// "a.b.c.d", each part 0..255 in decimal without leading zeros. Host byte order.
+std::optional<uint32_t> parse_ipv4(std::string_view text);
+std::string format_ipv4(uint32_t address);
+
+// "aa:bb:cc:dd:ee:ff" (hex, either case).
+std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view text);
+
+struct HostPort {
+  uint32_t address = 0;  // host byte order
+  uint16_t port = 0;     // 1..65535
+};
+// "a.b.c.d:port".
+std::optional<HostPort> parse_host_port(std::string_view text);
+
+// Lcore ids DPDK accepts by default (RTE_MAX_LCORE of a default 22.11 build) and CPU ids
+// (CPU_SETSIZE) an lcore may be pinned to.
+inline constexpr int kMaxLcoreId = 127;
+inline constexpr int kMaxCpuId = 1023;
+
+// Counts the lcores of an EAL --lcores argument: comma-separated elements, each an lcore set
+// ("3", "0-3" or a group "(0-3,5)") with an optional "@cpu set" ("1@0", "(0,1)@(2-3)").
+// Blanks around tokens are allowed. An lcore listed twice, a reversed range or an id out of
+// range is an error; the Status message says what and where (without the key).
+Result<int> count_lcores(std::string_view text);
+
+// A PCI address "dddd:bb:dd.f" or "bb:dd.f" (domain 0000), normalised to lower-case
+// "dddd:bb:dd.f"; nullopt when `text` is not one.
+std::optional<std::string> normalize_pci_address(std::string_view text);
+
+}  // namespace sumcast::config::detail

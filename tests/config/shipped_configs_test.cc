@@ -1,0 +1,166 @@
+// The shipped config/agg.conf and config/examples/*.conf parse and validate (with a token file
+// made here: the shipped ones point at /etc/sumcast/token), config/agg.conf sets every key to
+// the default its comment states (bar the keys the test bed needs), and docs/agg.conf.md
+// documents every key.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config_test_util.h"
+#include "sumcast/config/agg_config.h"
+
+namespace sumcast::config {
+namespace {
+
+using testing::TempDir;
+
+const std::filesystem::path kSource = SUMCAST_SOURCE_DIR;
+
+// Every key agg_config.h declares.
+const std::vector<std::string> kAllKeys = {
+    "eal.lcores",
+    "eal.file_prefix",
+    "eal.memory_mb",
+    "eal.huge_pages",
+    "eal.vdevs",
+    "eal.allow",
+    "eal.extra_args",
+    "port.device",
+    "port.mac",
+    "port.ipv4",
+    "port.mtu",
+    "port.rx_desc",
+    "port.tx_desc",
+    "dataplane.worker_cores",
+    "dataplane.burst_size",
+    "dataplane.slots_per_job",
+    "dataplane.max_jobs",
+    "dataplane.max_ranks",
+    "dataplane.max_payload_bytes",
+    "dataplane.dtypes",
+    "dataplane.verify_icrc",
+    "dataplane.multicast",
+    "dataplane.multicast_group",
+    "dataplane.mbufs",
+    "control.listen_address",
+    "control.port",
+    "control.token_file",
+    "control.max_connections",
+    "control.job_timeout_ms",
+    "control.register_timeout_ms",
+    "control.io_timeout_ms",
+    "telemetry.dpdk_telemetry",
+    "telemetry.prometheus_address",
+    "telemetry.stats_interval_ms",
+};
+
+std::vector<std::filesystem::path> shipped_files() {
+  std::vector<std::filesystem::path> files = {kSource / "config/agg.conf"};
+  for (const auto& entry : std::filesystem::directory_iterator(kSource / "config/examples")) {
+    if (entry.path().extension() == ".conf") files.push_back(entry.path());
+  }
+  std::sort(files.begin() + 1, files.end());
+  return files;
+}
+
+TEST(ShippedConfigs, ThereAreARealNicAndAMemifExample) {
+  EXPECT_TRUE(std::filesystem::exists(kSource / "config/examples/real-nic.conf"));
+  EXPECT_TRUE(std::filesystem::exists(kSource / "config/examples/memif.conf"));
+  EXPECT_GE(shipped_files().size(), 3u);
+}
+
+TEST(ShippedConfigs, EachParsesAndValidatesGivenItsTokenFile) {
+  TempDir dir;
+  const std::string token = dir.write("token", testing::kGoodToken);
+  for (const std::filesystem::path& file : shipped_files()) {
+    SCOPED_TRACE(file.string());
+    Result<AggConfig> loaded = load_agg_config(file.string());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    EXPECT_EQ(loaded->control.token_file, "/etc/sumcast/token");
+    loaded->control.token_file = token;
+    const Status st = validate_agg_config(*loaded);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+}
+
+TEST(ShippedConfigs, RealNicExampleRequiresHugepagesAndUsesAPciDevice) {
+  const Result<AggConfig> loaded = load_agg_config((kSource / "config/examples/real-nic.conf").string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->eal.huge_pages, HugePages::kOn);
+  EXPECT_EQ(loaded->port.device, "0000:3b:00.0");
+  EXPECT_EQ(loaded->eal.allow, std::vector<std::string>{"0000:3b:00.0"});
+}
+
+TEST(ShippedConfigs, MemifExampleUsesAMemifVdev) {
+  const Result<AggConfig> loaded = load_agg_config((kSource / "config/examples/memif.conf").string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  ASSERT_EQ(loaded->eal.vdevs.size(), 1u);
+  EXPECT_EQ(loaded->eal.vdevs[0].rfind("net_memif0,", 0), 0u);
+  EXPECT_EQ(loaded->port.device, "net_memif0");
+}
+
+TEST(ShippedConfigs, AggConfSetsEveryKey) {
+  const Result<AggConfig> loaded = load_agg_config((kSource / "config/agg.conf").string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  for (const std::string& key : kAllKeys) EXPECT_EQ(loaded->key_lines.count(key), 1u) << key;
+}
+
+TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
+  Result<AggConfig> loaded = load_agg_config((kSource / "config/agg.conf").string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const AggConfig defaults;
+  AggConfig& c = *loaded;
+  // The test bed's keys: its af_packet port and its management address.
+  EXPECT_EQ(c.eal.vdevs, std::vector<std::string>{"net_af_packet0,iface=d0,qpairs=1"});
+  EXPECT_EQ(c.port.device, "net_af_packet0");
+  EXPECT_EQ(c.port.ipv4, "10.77.0.1");
+  EXPECT_EQ(c.control.listen_address, "10.77.0.2");
+  // Compare the rest field by field against a default-constructed struct.
+  EXPECT_EQ(c.eal.lcores, defaults.eal.lcores);
+  EXPECT_EQ(c.eal.file_prefix, defaults.eal.file_prefix);
+  EXPECT_EQ(c.eal.memory_mb, defaults.eal.memory_mb);
+  EXPECT_EQ(c.eal.huge_pages, defaults.eal.huge_pages);
+  EXPECT_EQ(c.eal.allow, defaults.eal.allow);
+  EXPECT_EQ(c.eal.extra_args, defaults.eal.extra_args);
+  EXPECT_EQ(c.port.mac, defaults.port.mac);
+  EXPECT_EQ(c.port.mtu, defaults.port.mtu);
+  EXPECT_EQ(c.port.rx_desc, defaults.port.rx_desc);
+  EXPECT_EQ(c.port.tx_desc, defaults.port.tx_desc);
+  EXPECT_EQ(c.dataplane.worker_cores, defaults.dataplane.worker_cores);
+  EXPECT_EQ(c.dataplane.burst_size, defaults.dataplane.burst_size);
+  EXPECT_EQ(c.dataplane.slots_per_job, defaults.dataplane.slots_per_job);
+  EXPECT_EQ(c.dataplane.max_jobs, defaults.dataplane.max_jobs);
+  EXPECT_EQ(c.dataplane.max_ranks, defaults.dataplane.max_ranks);
+  EXPECT_EQ(c.dataplane.max_payload_bytes, defaults.dataplane.max_payload_bytes);
+  EXPECT_EQ(c.dataplane.dtypes, defaults.dataplane.dtypes);
+  EXPECT_EQ(c.dataplane.verify_icrc, defaults.dataplane.verify_icrc);
+  EXPECT_EQ(c.dataplane.multicast, defaults.dataplane.multicast);
+  EXPECT_EQ(c.dataplane.multicast_group, defaults.dataplane.multicast_group);
+  EXPECT_EQ(c.dataplane.mbufs, defaults.dataplane.mbufs);
+  EXPECT_EQ(c.control.port, defaults.control.port);
+  EXPECT_EQ(c.control.max_connections, defaults.control.max_connections);
+  EXPECT_EQ(c.control.job_timeout_ms, defaults.control.job_timeout_ms);
+  EXPECT_EQ(c.control.register_timeout_ms, defaults.control.register_timeout_ms);
+  EXPECT_EQ(c.control.io_timeout_ms, defaults.control.io_timeout_ms);
+  EXPECT_EQ(c.telemetry.dpdk_telemetry, defaults.telemetry.dpdk_telemetry);
+  EXPECT_EQ(c.telemetry.prometheus_address, defaults.telemetry.prometheus_address);
+  EXPECT_EQ(c.telemetry.stats_interval_ms, defaults.telemetry.stats_interval_ms);
+}
+
+TEST(ShippedConfigs, ReferenceDocumentsEveryKey) {
+  std::ifstream in(kSource / "docs/agg.conf.md");
+  ASSERT_TRUE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const std::string& key : kAllKeys) {
+    EXPECT_NE(text.str().find("`" + key + "`"), std::string::npos) << key << " is not in docs/agg.conf.md";
+  }
+}
+
+}  // namespace
+}  // namespace sumcast::config
