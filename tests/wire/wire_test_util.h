@@ -1,9 +1,11 @@
 // Helpers shared by the wire tests: an independent bitwise CRC-32 / ICRC (checked against the
-// hardware vectors in roce_icrc_vectors_test), the golden-vector reader, and frame builders.
+// hardware-made golden vectors by TestIcrc.ReproducesTheGoldenVectors), the golden-vector reader,
+// and frame builders.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <span>
@@ -32,8 +34,8 @@ inline uint32_t crc32_bitwise(std::span<const uint8_t> bytes) {
 inline uint32_t icrc_of_frame(std::span<const uint8_t> frame) {
   const size_t ip = kEthHeaderLen;
   const size_t total = (size_t{frame[ip + 2]} << 8) | frame[ip + 3];
-  std::vector<uint8_t> m(8, 0xFF);
-  m.insert(m.end(), frame.begin() + ip, frame.begin() + ip + total - kIcrcLen);
+  std::vector<uint8_t> m(8 + total - kIcrcLen, 0xFF);
+  std::memcpy(m.data() + 8, frame.data() + ip, total - kIcrcLen);
   uint8_t* q = m.data() + 8;
   q[1] = 0xFF;                   // TOS
   q[8] = 0xFF;                   // TTL
