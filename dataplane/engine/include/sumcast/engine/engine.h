@@ -111,6 +111,8 @@ struct JobSpec {
   bool multicast = false;          // results to mcast_ip/mcast_mac instead of per member
   uint32_t mcast_ip = 0;
   uint8_t mcast_mac[6] = {};
+  // The round every slot opens first (default 0); rounds then count up modulo 2^32.
+  uint32_t first_round = 0;
 };
 
 struct EngineOptions {
@@ -156,6 +158,9 @@ class Engine {
   // The core that owns the slot of this frame, or -1 when the frame is not a well-formed
   // contribution (the receiving core then processes it itself, to count the drop).
   static int owner_core(const uint8_t* frame, uint32_t len, uint32_t core_count);
+
+  // Counts `n` drops the port detected itself (e.g. kMultiSegment). Owning lcore only.
+  void count_drop(DropReason reason, uint64_t n = 1);
 
   const CoreCounters& counters() const;
   // Progress per active job (called from any thread; approximate while lcores run).

@@ -1,0 +1,694 @@
+// The per-core aggregation engine (engine.h): job table, slot versions, the packet loop.
+//
+// Memory of one job on one core (one allocation from EngineOptions::allocate, 64-byte aligned):
+//   members   world x Member
+//   slots     local_slots x slot_stride: two Version records (48 bytes) then the two
+//             contributor bitmaps (2 x bitmap_words x 8 bytes); one cache line up to 64 ranks
+//   acc       local_slots x 2 x acc_stride: the accumulators, parity-interleaved per slot
+//   shadow    local_slots x 2 x shadow_stride: finished results in wire dtype, only for dtypes
+//             whose accumulator type differs (fp16, bf16); for fp32/int32/fp64 the accumulator
+//             is the finished result and doubles as the shadow copy.
+// A slot's local index is slot / core_count (this core owns slot % core_count == core_index).
+#include "sumcast/engine/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "sumcast/endian.h"
+#include "sumcast/icrc/icrc.h"
+#include "sumcast/kernels/kernels.h"
+
+namespace sumcast::engine {
+
+// Structural drop reasons are ParseError values one-to-one.
+#define SUMCAST_X(name, str)                                                                    \
+  static_assert(static_cast<int>(DropReason::name) == static_cast<int>(wire::ParseError::name), \
+                "DropReason must mirror ParseError");
+SUMCAST_PARSE_ERRORS(SUMCAST_X)
+#undef SUMCAST_X
+
+const char* drop_reason_name(DropReason r) {
+  static constexpr const char* kNames[] = {
+#define SUMCAST_X(name, str) str,
+      SUMCAST_DROP_REASONS(SUMCAST_X)
+#undef SUMCAST_X
+  };
+  const auto i = static_cast<size_t>(r);
+  return i < kDropReasonCount ? kNames[i] : "?";
+}
+
+namespace {
+
+constexpr size_t kCacheLine = 64;
+constexpr size_t kArpLen = 28;
+constexpr size_t kMinEthFrameLen = 60;  // without FCS
+constexpr uint16_t kArpHtypeEthernet = 1;
+constexpr uint16_t kArpOpRequest = 1;
+constexpr uint16_t kArpOpReply = 2;
+constexpr uint32_t kMaxWorld = wire::kRankMulticast;  // ranks 0..0xFFFE; 0xFFFF means multicast
+
+constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Single writer: a relaxed load and store (no locked instruction), readers load relaxed.
+inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+enum class VersionState : uint8_t {
+  kIdle = 0,      // never held a round (counts as complete for opening the next, has no result)
+  kOpen = 1,      // collecting contributions
+  kComplete = 2,  // all ranks contributed; the result is kept for retransmissions
+};
+
+// One version (parity) of a slot.
+struct Version {
+  uint32_t round;
+  uint32_t count;  // contributors so far
+  uint32_t coll_seq;
+  uint16_t elem_count;
+  VersionState state;
+  uint8_t reserved;
+  uint64_t elem_offset;
+};
+static_assert(sizeof(Version) == 24);
+constexpr size_t kSlotHeaderLen = 2 * sizeof(Version);
+
+struct Job {
+  bool active = false;
+  uint32_t index = 0;  // in the job array and the progress array
+  uint32_t job_id = 0;
+  uint32_t qkey = 0;
+  wire::Dtype dtype = wire::Dtype::kFp32;
+  wire::ReduceOp op = wire::ReduceOp::kSum;
+  uint32_t world = 0;
+  uint32_t slot_count = 0;
+  uint32_t max_payload = 0;  // bytes
+  uint32_t bitmap_words = 0;
+  uint32_t local_slots = 0;
+  size_t slot_stride = 0;
+  size_t acc_stride = 0;
+  size_t shadow_stride = 0;
+  Member* members = nullptr;
+  uint8_t* slots = nullptr;
+  uint8_t* acc = nullptr;
+  uint8_t* shadow = nullptr;  // nullptr: the accumulator is the result
+  kernels::LoadFn load = nullptr;
+  kernels::AccumulateFn accumulate = nullptr;
+  kernels::FinishFn finish = nullptr;
+  bool multicast = false;
+  uint32_t mcast_ip = 0;
+  uint8_t mcast_mac[6] = {};
+  void* memory = nullptr;
+
+  Version* versions(uint32_t local) const { return reinterpret_cast<Version*>(slots + local * slot_stride); }
+  uint64_t* bitmap(uint32_t local, unsigned parity) const {
+    return reinterpret_cast<uint64_t*>(slots + local * slot_stride + kSlotHeaderLen) + size_t{parity} * bitmap_words;
+  }
+  uint8_t* accumulator(uint32_t local, unsigned parity) const {
+    return acc + (size_t{local} * 2 + parity) * acc_stride;
+  }
+  uint8_t* result(uint32_t local, unsigned parity) const {
+    return shadow != nullptr ? shadow + (size_t{local} * 2 + parity) * shadow_stride : accumulator(local, parity);
+  }
+};
+
+// Progress of one job record, readable from any thread.
+struct ProgressEntry {
+  std::atomic<uint64_t> key{0};  // kActiveBit | job_id while the record holds a job, else 0
+  std::atomic<uint64_t> completed{0};
+};
+constexpr uint64_t kActiveBit = uint64_t{1} << 32;
+
+void* default_allocate(size_t bytes, void* /*ctx*/) {
+  return ::operator new (bytes, std::align_val_t{kCacheLine}, std::nothrow);
+}
+void default_release(void* p, void* /*ctx*/) { ::operator delete (p, std::align_val_t{kCacheLine}); }
+
+enum class Kind : uint8_t { kDrop, kArp, kContribution };
+
+// One frame between the stateless checks and the stateful slot update.
+struct Pending {
+  Kind kind;
+  DropReason reason;
+  uint32_t local;
+  Job* job;
+  const uint8_t* frame;
+  uint32_t len;
+  wire::ParsedPacket pkt;
+};
+
+bool same_chunk(const Version& v, const wire::SumcastHeader& h) {
+  return v.coll_seq == h.coll_seq && v.elem_offset == h.elem_offset && v.elem_count == h.elem_count;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  explicit Impl(const EngineOptions& o);
+  ~Impl();
+
+  // Job table (open addressing, linear probing, backward-shift deletion).
+  uint32_t home(uint32_t job_id) const { return (job_id * 0x9E3779B1u) >> table_shift_; }
+  Job* find(uint32_t job_id);
+  void table_insert(uint32_t index);
+  void table_erase(uint32_t job_id);
+  void free_job(Job& j);
+
+  void drop(DropReason r) { bump(counters.drops[static_cast<size_t>(r)]); }
+  bool mac_accepted(const uint8_t* mac) const;
+  void classify(const PacketView& f, Pending& c);
+  void apply(Pending& c, TxSink& tx);
+  void contribute(Pending& c, TxSink& tx);
+  void complete(Job& j, uint32_t local, uint16_t slot, unsigned parity, Version& v, TxSink& tx);
+  bool emit(const Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, uint16_t rank, TxSink& tx);
+  void answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx);
+
+  EngineOptions opt;  // as given
+  void* (*allocate)(size_t bytes, void* ctx);
+  void (*release)(void* p, void* ctx);
+  uint32_t cores;
+  CoreCounters counters;
+  const kernels::KernelTable* kt;
+  std::unique_ptr<Job[]> jobs;
+  std::unique_ptr<ProgressEntry[]> progress;
+  uint32_t active_jobs = 0;
+  std::vector<int32_t> table;  // job index, or -1 when empty
+  uint32_t table_mask_ = 0;
+  uint32_t table_shift_ = 0;
+  Job* last_ = nullptr;  // the job of the previous lookup (bursts usually carry one job)
+};
+
+Engine::Impl::Impl(const EngineOptions& o)
+    : opt(o),
+      allocate(o.allocate != nullptr ? o.allocate : default_allocate),
+      release(o.allocate != nullptr ? o.release : default_release),
+      cores(std::max<uint32_t>(o.core_count, 1)),
+      kt(&kernels::active_kernels()),
+      jobs(new Job[std::max<uint32_t>(o.max_jobs, 1)]),
+      progress(new ProgressEntry[std::max<uint32_t>(o.max_jobs, 1)]) {
+  uint32_t bits = 3;
+  while ((uint64_t{1} << bits) < uint64_t{opt.max_jobs} * 2) ++bits;
+  table.assign(size_t{1} << bits, -1);
+  table_mask_ = (uint32_t{1} << bits) - 1;
+  table_shift_ = 32 - bits;
+  for (uint32_t i = 0; i < std::max<uint32_t>(opt.max_jobs, 1); ++i) jobs[i].index = i;
+}
+
+Engine::Impl::~Impl() {
+  for (uint32_t i = 0; i < std::max<uint32_t>(opt.max_jobs, 1); ++i) {
+    if (jobs[i].active) free_job(jobs[i]);
+  }
+}
+
+Job* Engine::Impl::find(uint32_t job_id) {
+  if (last_ != nullptr && last_->job_id == job_id) return last_;
+  for (uint32_t i = home(job_id);; i = (i + 1) & table_mask_) {
+    const int32_t e = table[i];
+    if (e < 0) return nullptr;
+    if (jobs[e].job_id == job_id) return last_ = &jobs[e];
+  }
+}
+
+void Engine::Impl::table_insert(uint32_t index) {
+  uint32_t i = home(jobs[index].job_id);
+  while (table[i] >= 0) i = (i + 1) & table_mask_;
+  table[i] = static_cast<int32_t>(index);
+}
+
+void Engine::Impl::table_erase(uint32_t job_id) {
+  uint32_t i = home(job_id);
+  while (table[i] >= 0 && jobs[table[i]].job_id != job_id) i = (i + 1) & table_mask_;
+  if (table[i] < 0) return;
+  table[i] = -1;
+  // Shift later entries of the cluster back so that every entry stays reachable from its home.
+  for (uint32_t j = (i + 1) & table_mask_; table[j] >= 0; j = (j + 1) & table_mask_) {
+    const uint32_t h = home(jobs[table[j]].job_id);
+    const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+    if (!stays) {
+      table[i] = table[j];
+      table[j] = -1;
+      i = j;
+    }
+  }
+}
+
+void Engine::Impl::free_job(Job& j) {
+  if (release != nullptr) release(j.memory, opt.alloc_ctx);
+  const uint32_t index = j.index;
+  j = Job{};
+  j.index = index;
+}
+
+bool Engine::Impl::mac_accepted(const uint8_t* mac) const {
+  if (std::memcmp(mac, opt.local_mac, 6) == 0) return true;
+  // IPv4 multicast MAC 01:00:5e:00:00:00/25 (the IPv4 check below still applies).
+  return mac[0] == 0x01 && mac[1] == 0x00 && mac[2] == 0x5E && (mac[3] & 0x80) == 0;
+}
+
+// Stateless checks: parse, addressing, ICRC, job, member, slot. Leaves slot state alone, so a
+// quad can be classified before any of it is applied.
+void Engine::Impl::classify(const PacketView& f, Pending& c) {
+  c.frame = f.data;
+  c.len = f.len;
+  if (f.len >= wire::kEthHeaderLen && load_be16(f.data + 12) == wire::kEtherTypeArp) {
+    c.kind = Kind::kArp;
+    return;
+  }
+  c.kind = Kind::kDrop;
+  const wire::ParseError e = wire::parse_frame(std::span<const uint8_t>(f.data, f.len), &c.pkt);
+  if (e != wire::ParseError::kOk) {
+    c.reason = static_cast<DropReason>(e);
+    return;
+  }
+  const wire::ParsedPacket& p = c.pkt;
+  const wire::SumcastHeader& h = p.hdr;
+  if (p.dst_ip != opt.local_ip || !mac_accepted(p.dst_mac)) {
+    c.reason = DropReason::kNotForUs;
+    return;
+  }
+  if (opt.verify_icrc && !icrc::verify_frame(std::span<const uint8_t>(f.data, f.len))) {
+    c.reason = DropReason::kBadIcrc;
+    return;
+  }
+  if (h.type != wire::MsgType::kContribution) {
+    c.reason = DropReason::kNotContribution;
+    return;
+  }
+  Job* j = find(h.job_id);
+  if (j == nullptr) {
+    c.reason = DropReason::kUnknownJob;
+    return;
+  }
+  if (p.qkey != j->qkey) {
+    c.reason = DropReason::kBadQkey;
+    return;
+  }
+  if (h.rank >= j->world) {
+    c.reason = DropReason::kBadRank;
+    return;
+  }
+  const Member& m = j->members[h.rank];
+  if (p.src_ip != m.ip || p.src_port != m.udp_port || p.src_qp != m.qpn) {
+    c.reason = DropReason::kForeignSource;
+    return;
+  }
+  if (h.slot >= j->slot_count) {
+    c.reason = DropReason::kBadSlot;
+    return;
+  }
+  const uint32_t local = cores == 1 ? h.slot : h.slot / cores;
+  if (cores != 1 && h.slot - local * cores != opt.core_index) {
+    c.reason = DropReason::kWrongCore;
+    return;
+  }
+  if (h.dtype != j->dtype) {
+    c.reason = DropReason::kDtypeMismatch;
+    return;
+  }
+  if (h.op != j->op) {
+    c.reason = DropReason::kOpMismatch;
+    return;
+  }
+  if (p.payload_len > j->max_payload) {
+    c.reason = DropReason::kTooLarge;
+    return;
+  }
+  if ((h.flags & wire::kFlagSlotVersion) != (h.round & 1)) {
+    c.reason = DropReason::kVersionBit;
+    return;
+  }
+  c.kind = Kind::kContribution;
+  c.job = j;
+  c.local = local;
+  __builtin_prefetch(j->versions(local), 1);
+  __builtin_prefetch(j->accumulator(local, h.round & 1), 1);
+}
+
+void Engine::Impl::apply(Pending& c, TxSink& tx) {
+  switch (c.kind) {
+    case Kind::kContribution:
+      contribute(c, tx);
+      return;
+    case Kind::kArp:
+      answer_arp(c.frame, c.len, tx);
+      return;
+    case Kind::kDrop:
+      drop(c.reason);
+      return;
+  }
+}
+
+// The slot rules (engine.h, docs/protocol.md §7) for a contribution that passed classify().
+void Engine::Impl::contribute(Pending& c, TxSink& tx) {
+  Job& j = *c.job;
+  const wire::SumcastHeader& h = c.pkt.hdr;
+  const uint32_t r = h.round;
+  const unsigned p = r & 1;
+  Version* ver = j.versions(c.local);
+  Version& v = ver[p];
+  uint64_t& word = j.bitmap(c.local, p)[h.rank >> 6];
+  const uint64_t bit = uint64_t{1} << (h.rank & 63);
+
+  if (r == v.round) {
+    if (v.state == VersionState::kOpen) {
+      if ((word & bit) != 0) {
+        bump(counters.duplicates);
+        return;
+      }
+      if (!same_chunk(v, h)) {
+        drop(DropReason::kChunkMismatch);
+        return;
+      }
+      j.accumulate(j.accumulator(c.local, p), c.pkt.payload, h.elem_count);
+      word |= bit;
+      bump(counters.contributions);
+      bump(counters.payload_bytes, c.pkt.payload_len);
+      if (++v.count == j.world) complete(j, c.local, h.slot, p, v, tx);
+      return;
+    }
+    if (v.state == VersionState::kComplete) {
+      if (!same_chunk(v, h)) {
+        drop(DropReason::kChunkMismatch);
+        return;
+      }
+      // A worker that missed the result: send the shadow copy to it alone.
+      wire::SumcastHeader rh = h;
+      rh.type = wire::MsgType::kResult;
+      rh.status = 0;
+      rh.flags = static_cast<uint8_t>(r & 1);
+      const size_t len = size_t{v.elem_count} * wire::dtype_size(j.dtype);
+      if (emit(j, rh, j.result(c.local, p), len, h.rank, tx)) bump(counters.retransmits_answered);
+      return;
+    }
+    drop(DropReason::kStaleRound);  // idle: this round never ran here
+    return;
+  }
+  const Version& other = ver[p ^ 1];
+  if (r == v.round + 2 && other.round == r - 1 && other.state != VersionState::kOpen) {
+    // The next round of this slot: this packet opens it (its result overwrites round r - 2's).
+    v.round = r;
+    v.state = VersionState::kOpen;
+    v.coll_seq = h.coll_seq;
+    v.elem_offset = h.elem_offset;
+    v.elem_count = h.elem_count;
+    v.count = 1;
+    std::memset(j.bitmap(c.local, p), 0, size_t{j.bitmap_words} * sizeof(uint64_t));
+    word = bit;
+    j.load(j.accumulator(c.local, p), c.pkt.payload, h.elem_count);
+    bump(counters.contributions);
+    bump(counters.payload_bytes, c.pkt.payload_len);
+    if (j.world == 1) complete(j, c.local, h.slot, p, v, tx);
+    return;
+  }
+  drop(DropReason::kStaleRound);
+}
+
+void Engine::Impl::complete(Job& j, uint32_t local, uint16_t slot, unsigned parity, Version& v, TxSink& tx) {
+  if (j.shadow != nullptr) {
+    j.finish(j.result(local, parity), j.accumulator(local, parity), v.elem_count);
+  }
+  v.state = VersionState::kComplete;
+  bump(counters.slots_completed);
+  bump(progress[j.index].completed);
+
+  wire::SumcastHeader h;
+  h.type = wire::MsgType::kResult;
+  h.dtype = j.dtype;
+  h.op = j.op;
+  h.job_id = j.job_id;
+  h.slot = slot;
+  h.round = v.round;
+  h.coll_seq = v.coll_seq;
+  h.elem_count = v.elem_count;
+  h.flags = static_cast<uint8_t>(v.round & 1);
+  h.elem_offset = v.elem_offset;
+  const uint8_t* result = j.result(local, parity);
+  const size_t len = size_t{v.elem_count} * wire::dtype_size(j.dtype);
+  uint64_t sent = 0;
+  if (j.multicast) {
+    sent += emit(j, h, result, len, wire::kRankMulticast, tx) ? 1 : 0;
+  } else {
+    for (uint32_t r = 0; r < j.world; ++r) sent += emit(j, h, result, len, static_cast<uint16_t>(r), tx) ? 1 : 0;
+  }
+  bump(counters.results_sent, sent);
+}
+
+// Builds one frame of `j` to member `rank` (kRankMulticast: the job's group) and hands it to tx.
+bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, uint16_t rank,
+                        TxSink& tx) {
+  uint8_t* buf = tx.acquire();
+  if (buf == nullptr) {
+    drop(DropReason::kTxNoBuffer);
+    return false;
+  }
+  wire::Addressing a;
+  std::memcpy(a.src_mac, opt.local_mac, 6);
+  a.src_ip = opt.local_ip;
+  a.src_qp = opt.qpn;
+  a.qkey = j.qkey;
+  if (rank == wire::kRankMulticast) {
+    std::memcpy(a.dst_mac, j.mcast_mac, 6);
+    a.dst_ip = j.mcast_ip;
+    a.dest_qp = wire::kMulticastQpn;
+  } else {
+    const Member& m = j.members[rank];
+    std::memcpy(a.dst_mac, m.mac, 6);
+    a.dst_ip = m.ip;
+    a.dst_port = m.udp_port;
+    a.dest_qp = m.qpn;
+  }
+  h.rank = rank;
+  uint8_t* out = wire::write_frame_headers(buf, a, h, len);
+  if (len != 0) std::memcpy(out, payload, len);
+  const size_t flen = wire::frame_len(len);
+  icrc::stamp_frame(std::span<uint8_t>(buf, flen));
+  tx.submit(buf, static_cast<uint32_t>(flen));
+  bump(counters.tx_packets);
+  bump(counters.tx_bytes, flen);
+  return true;
+}
+
+void Engine::Impl::answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx) {
+  const uint8_t* a = frame + wire::kEthHeaderLen;
+  if (len < wire::kEthHeaderLen + kArpLen || load_be16(a) != kArpHtypeEthernet ||
+      load_be16(a + 2) != wire::kEtherTypeIpv4 || a[4] != 6 || a[5] != 4 || load_be16(a + 6) != kArpOpRequest ||
+      opt.local_ip == 0 || load_be32(a + 24) != opt.local_ip) {
+    drop(DropReason::kArpIgnored);
+    return;
+  }
+  uint8_t* buf = tx.acquire();
+  if (buf == nullptr) {
+    drop(DropReason::kTxNoBuffer);
+    return;
+  }
+  std::memcpy(buf, a + 8, 6);  // to the requester's hardware address
+  std::memcpy(buf + 6, opt.local_mac, 6);
+  store_be16(buf + 12, wire::kEtherTypeArp);
+  uint8_t* r = buf + wire::kEthHeaderLen;
+  store_be16(r, kArpHtypeEthernet);
+  store_be16(r + 2, wire::kEtherTypeIpv4);
+  r[4] = 6;
+  r[5] = 4;
+  store_be16(r + 6, kArpOpReply);
+  std::memcpy(r + 8, opt.local_mac, 6);
+  store_be32(r + 14, opt.local_ip);
+  std::memcpy(r + 18, a + 8, 10);  // target = the requester's MAC and IPv4
+  std::memset(r + kArpLen, 0, kMinEthFrameLen - wire::kEthHeaderLen - kArpLen);
+  tx.submit(buf, kMinEthFrameLen);
+  bump(counters.arp_replies);
+  bump(counters.tx_packets);
+  bump(counters.tx_bytes, kMinEthFrameLen);
+}
+
+Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+Engine::~Engine() = default;
+
+Status Engine::add_job(const JobSpec& spec) {
+  Impl& m = *impl_;
+  const EngineOptions& o = m.opt;
+  auto what = [&](const std::string& s) {
+    return "engine core " + std::to_string(o.core_index) + ": job " + std::to_string(spec.job_id) + ": " + s;
+  };
+  const size_t world = spec.members.size();
+  const uint32_t max_ranks = std::min(o.max_ranks, kMaxWorld);
+  if (m.find(spec.job_id) != nullptr) return Status::invalid_argument(what("already registered on this core"));
+  if (m.active_jobs >= o.max_jobs) {
+    return Status::refused(what("max_jobs reached (" + std::to_string(o.max_jobs) + " jobs active)"));
+  }
+  if (world == 0) return Status::invalid_argument(what("no members"));
+  if (world > max_ranks) {
+    return Status::refused(what(std::to_string(world) + " ranks exceed max_ranks " + std::to_string(max_ranks)));
+  }
+  if (spec.slot_count == 0) return Status::invalid_argument(what("slot_count is 0"));
+  if (spec.slot_count > o.max_slots_per_job) {
+    return Status::refused(what(std::to_string(spec.slot_count) + " slots exceed max_slots_per_job " +
+                                std::to_string(o.max_slots_per_job)));
+  }
+  if (!wire::is_valid_dtype(static_cast<uint8_t>(spec.dtype))) return Status::invalid_argument(what("unknown dtype"));
+  if (!wire::is_valid_op(static_cast<uint8_t>(spec.op))) return Status::invalid_argument(what("unknown reduce op"));
+  const size_t esize = wire::dtype_size(spec.dtype);
+  if (spec.max_payload_bytes < esize || spec.max_payload_bytes > wire::kMaxPayloadBytes) {
+    return Status::invalid_argument(what("max_payload_bytes " + std::to_string(spec.max_payload_bytes) + " outside [" +
+                                         std::to_string(esize) + ", " + std::to_string(wire::kMaxPayloadBytes) + "]"));
+  }
+
+  uint32_t index = 0;
+  while (m.jobs[index].active) ++index;  // active_jobs < max_jobs: a free record exists
+  Job& j = m.jobs[index];
+  const uint32_t cores = m.cores;
+  const uint32_t local_slots =
+      o.core_index < cores && o.core_index < spec.slot_count ? (spec.slot_count - o.core_index + cores - 1) / cores : 0;
+  const size_t max_elems = spec.max_payload_bytes / esize;
+  const size_t acc_size = wire::accumulator_size(spec.dtype);
+  const size_t bitmap_words = (world + 63) / 64;
+  const size_t members_bytes = round_up(world * sizeof(Member), kCacheLine);
+  const size_t slot_stride = round_up(kSlotHeaderLen + 2 * bitmap_words * sizeof(uint64_t), kCacheLine);
+  const size_t acc_stride = round_up(max_elems * acc_size, kCacheLine);
+  const size_t shadow_stride = acc_size == esize ? 0 : round_up(max_elems * esize, kCacheLine);
+  const size_t slots_bytes = local_slots * slot_stride;
+  const size_t acc_bytes = size_t{local_slots} * 2 * acc_stride;
+  const size_t total = members_bytes + slots_bytes + acc_bytes + size_t{local_slots} * 2 * shadow_stride;
+
+  auto* mem = static_cast<uint8_t*>(m.allocate(total, o.alloc_ctx));
+  if (mem == nullptr) return Status::unavailable(what("could not allocate " + std::to_string(total) + " bytes"));
+
+  j.active = true;
+  j.job_id = spec.job_id;
+  j.qkey = spec.qkey;
+  j.dtype = spec.dtype;
+  j.op = spec.op;
+  j.world = static_cast<uint32_t>(world);
+  j.slot_count = spec.slot_count;
+  j.max_payload = spec.max_payload_bytes;
+  j.bitmap_words = static_cast<uint32_t>(bitmap_words);
+  j.local_slots = local_slots;
+  j.slot_stride = slot_stride;
+  j.acc_stride = acc_stride;
+  j.shadow_stride = shadow_stride;
+  j.memory = mem;
+  j.members = reinterpret_cast<Member*>(mem);
+  for (size_t r = 0; r < world; ++r) new (&j.members[r]) Member(spec.members[r]);
+  j.slots = mem + members_bytes;
+  j.acc = j.slots + slots_bytes;
+  j.shadow = shadow_stride != 0 ? j.acc + acc_bytes : nullptr;
+  const auto d = static_cast<size_t>(spec.dtype);
+  j.load = m.kt->load[d];
+  j.accumulate = m.kt->accumulate[d][static_cast<size_t>(spec.op)];
+  j.finish = m.kt->finish[d];
+  j.multicast = spec.multicast;
+  j.mcast_ip = spec.mcast_ip;
+  std::memcpy(j.mcast_mac, spec.mcast_mac, 6);
+
+  // Both versions start idle at rounds first-2 and first-1, so that `first_round` opens first.
+  std::memset(j.slots, 0, slots_bytes);
+  const uint32_t f = spec.first_round;
+  for (uint32_t s = 0; s < local_slots; ++s) {
+    Version* v = j.versions(s);
+    v[f & 1].round = f - 2;
+    v[(f + 1) & 1].round = f - 1;
+    v[0].state = v[1].state = VersionState::kIdle;
+  }
+
+  m.table_insert(index);
+  ProgressEntry& pe = m.progress[index];
+  pe.completed.store(0, std::memory_order_relaxed);
+  pe.key.store(kActiveBit | spec.job_id, std::memory_order_release);
+  ++m.active_jobs;
+  bump(m.counters.jobs_active);
+  return Status();
+}
+
+void Engine::remove_job(uint32_t job_id, wire::AbortReason reason, TxSink& tx) {
+  Impl& m = *impl_;
+  Job* j = m.find(job_id);
+  if (j == nullptr) return;
+  if (reason != wire::AbortReason::kNone) {
+    wire::SumcastHeader h;
+    h.type = wire::MsgType::kAbort;
+    h.dtype = j->dtype;
+    h.op = j->op;
+    h.job_id = j->job_id;
+    h.status = static_cast<uint8_t>(reason);
+    uint64_t sent = 0;
+    if (j->multicast) {
+      sent += m.emit(*j, h, nullptr, 0, wire::kRankMulticast, tx) ? 1 : 0;
+    } else {
+      for (uint32_t r = 0; r < j->world; ++r) sent += m.emit(*j, h, nullptr, 0, static_cast<uint16_t>(r), tx) ? 1 : 0;
+    }
+    bump(m.counters.aborts_sent, sent);
+    tx.flush();
+  }
+  m.table_erase(job_id);
+  m.progress[j->index].key.store(0, std::memory_order_release);
+  m.last_ = nullptr;
+  m.free_job(*j);
+  --m.active_jobs;
+  m.counters.jobs_active.store(m.active_jobs, std::memory_order_relaxed);
+}
+
+void Engine::process_burst(std::span<const PacketView> frames, TxSink& tx) {
+  Impl& m = *impl_;
+  const size_t n = frames.size();
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < std::min<size_t>(n, 4); ++i) __builtin_prefetch(frames[i].data);
+  Pending c[4];
+  size_t i = 0;
+  // Four at a time: prefetch the next quad's headers, run the stateless checks of all four
+  // (which prefetch their slot state and accumulator), then apply them in order.
+  for (; i + 4 <= n; i += 4) {
+    for (size_t k = i + 4; k < std::min(i + 8, n); ++k) {
+      __builtin_prefetch(frames[k].data);
+      __builtin_prefetch(frames[k].data + kCacheLine);
+    }
+    for (size_t k = 0; k < 4; ++k) {
+      bytes += frames[i + k].len;
+      m.classify(frames[i + k], c[k]);
+    }
+    for (size_t k = 0; k < 4; ++k) m.apply(c[k], tx);
+  }
+  for (; i < n; ++i) {
+    bytes += frames[i].len;
+    m.classify(frames[i], c[0]);
+    m.apply(c[0], tx);
+  }
+  bump(m.counters.rx_packets, n);
+  bump(m.counters.rx_bytes, bytes);
+  tx.flush();
+}
+
+int Engine::owner_core(const uint8_t* frame, uint32_t len, uint32_t core_count) {
+  if (frame == nullptr || core_count == 0 || len < wire::kPayloadOffset + wire::kIcrcLen) return -1;
+  const uint8_t* ip = frame + wire::kIpOffset;
+  const uint8_t* h = frame + wire::kSumcastOffset;
+  if (load_be16(frame + 12) != wire::kEtherTypeIpv4 || ip[0] != 0x45 || ip[9] != wire::kIpProtoUdp ||
+      load_be16(frame + wire::kUdpOffset + 2) != wire::kRoceUdpPort ||
+      frame[wire::kBthOffset] != wire::kOpcodeUdSendOnly || h[0] != wire::kProtocolVersion ||
+      h[1] != static_cast<uint8_t>(wire::MsgType::kContribution)) {
+    return -1;
+  }
+  return static_cast<int>(load_be16(h + 10) % core_count);
+}
+
+void Engine::count_drop(DropReason reason, uint64_t n) {
+  if (reason < DropReason::kCount) bump(impl_->counters.drops[static_cast<size_t>(reason)], n);
+}
+
+const CoreCounters& Engine::counters() const { return impl_->counters; }
+
+std::vector<JobProgress> Engine::progress() const {
+  std::vector<JobProgress> out;
+  const uint32_t records = std::max<uint32_t>(impl_->opt.max_jobs, 1);
+  for (uint32_t i = 0; i < records; ++i) {
+    const ProgressEntry& e = impl_->progress[i];
+    const uint64_t key = e.key.load(std::memory_order_acquire);
+    if ((key & kActiveBit) == 0) continue;
+    out.push_back({static_cast<uint32_t>(key), e.completed.load(std::memory_order_relaxed)});
+  }
+  return out;
+}
+
+const EngineOptions& Engine::options() const { return impl_->opt; }
+
+}  // namespace sumcast::engine
