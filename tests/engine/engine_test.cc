@@ -611,7 +611,6 @@ TEST(EngineTest, EveryDropReasonIsCountedAndAValidJobStillCompletes) {
   add(kBadQkey, edited(good, [](uint8_t* f) { f[wire::kDethOffset + 3] ^= 1; }));
   add(kBadRank, edited(good, [](uint8_t* f) { store_be16(f + H + 8, 4); }));
   add(kForeignSource, edited(good, [](uint8_t* f) { f[wire::kIpOffset + 15] ^= 0x40; }));  // IPv4
-  add(kForeignSource, edited(good, [](uint8_t* f) { f[wire::kUdpOffset + 1] ^= 1; }));     // UDP port
   add(kForeignSource, edited(good, [](uint8_t* f) { f[wire::kDethOffset + 7] ^= 1; }));    // QPN
   add(kForeignSource, edited(good, [](uint8_t* f) { store_be16(f + H + 8, 2); }));  // rank 2's slot, rank 1's source
   add(kBadSlot, edited(good, [](uint8_t* f) { store_be16(f + H + 10, 4); }));
@@ -1065,6 +1064,24 @@ TEST(EngineTest, IcrcCheckCanBeTurnedOff) {
   feed(e, tx, f);
   EXPECT_EQ(drops(e, DropReason::kBadIcrc), 0u);
   EXPECT_EQ(get(e.counters().slots_completed), 1u);
+}
+
+TEST(EngineTest, AnyUdpSourcePortIsAcceptedFromTheRegisteredAddressAndQpn) {
+  // RoCE NICs choose the UDP source port per flow (ECMP entropy): only IPv4 and QPN identify a member.
+  EngineOptions o = appliance();
+  Engine e(o);
+  MemoryTxSink tx;
+  const JobSpec job = job_spec(1, Dtype::kInt32, ReduceOp::kSum, 1, 1);
+  ASSERT_TRUE(e.add_job(job).ok());
+  auto f = contribution(job, o, 0, {0, 0, 0, 0, 4});
+  store_be16(f.data() + wire::kUdpOffset, 49999);
+  restamp_frame(f);
+  feed(e, tx, f);
+  EXPECT_EQ(drops(e, DropReason::kForeignSource), 0u);
+  EXPECT_EQ(get(e.counters().slots_completed), 1u);
+  ASSERT_EQ(tx.frames().size(), 1u);
+  // Results still go to the registered port.
+  EXPECT_EQ(load_be16(tx.frames()[0].data + wire::kUdpOffset + 2), job.members[0].udp_port);
 }
 
 }  // namespace

@@ -290,7 +290,9 @@ void Engine::Impl::classify(const PacketView& f, Pending& c) {
     return;
   }
   const Member& m = j->members[h.rank];
-  if (p.src_ip != m.ip || p.src_port != m.udp_port || p.src_qp != m.qpn) {
+  // Source address and QPN identify the member; the UDP source port does not (RoCE NICs pick it
+  // per flow for ECMP entropy; results still go to the registered udp_port). §6.
+  if (p.src_ip != m.ip || p.src_qp != m.qpn) {
     c.reason = DropReason::kForeignSource;
     return;
   }
