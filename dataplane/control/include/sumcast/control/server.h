@@ -71,12 +71,13 @@ struct ServerCounters {
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;  // over max_connections
   uint64_t auth_failures = 0;
-  uint64_t bad_messages = 0;
+  uint64_t bad_messages = 0;  // malformed, oversize, wrong direction, or before HELLO: closed
+  uint64_t io_timeouts = 0;   // no HELLO / half-sent message / unread replies within io_timeout_ms: closed
   uint64_t registrations = 0;
-  uint64_t registrations_refused = 0;
+  uint64_t registrations_refused = 0;  // REFUSE answering a REGISTER, at once or later (timeout, install, stop)
   uint64_t jobs_started = 0;
   uint64_t jobs_completed = 0;  // all members left cleanly
-  uint64_t jobs_failed = 0;
+  uint64_t jobs_failed = 0;     // running jobs aborted: no progress, member lost, appliance stop
 };
 
 class Server {
