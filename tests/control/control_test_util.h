@@ -59,6 +59,15 @@ class FakeSink : public JobSink {
     std::lock_guard<std::mutex> lock(mu_);
     return progress_[job_id];
   }
+  uint64_t waiting_rounds(uint32_t job_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = waiting_.find(job_id);
+    return it == waiting_.end() ? 1 : it->second;  // by default every job has a round waiting
+  }
+  void set_waiting_rounds(uint32_t job_id, uint64_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_[job_id] = n;
+  }
 
   void set_install_result(Status s) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -97,6 +106,7 @@ class FakeSink : public JobSink {
   std::vector<engine::JobSpec> installs_;
   std::vector<Removal> removals_;
   std::map<uint32_t, uint64_t> progress_;
+  std::map<uint32_t, uint64_t> waiting_;
   Status install_result_;
 };
 

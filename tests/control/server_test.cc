@@ -673,6 +673,31 @@ TEST_F(ServerTest, ProgressKeepsJobAlive) {
   EXPECT_EQ(why, AbortReason::kTimeout);
 }
 
+TEST_F(ServerTest, IdleJobWithNoRoundWaitingIsNotTimedOut) {
+  ServerOptions o = options();
+  o.job_timeout_ms = 300;
+  start(o);
+  std::vector<JobGrant> grants;
+  auto members = run_job("idle", 2, &grants);
+  ASSERT_EQ(grants.size(), 2u);
+  const uint32_t id = grants[0].job_id;
+  sink_.set_waiting_rounds(id, 0);  // between collectives: nothing is waiting for a rank
+  // Three job timeouts without progress: an idle job stays.
+  for (auto& m : members) {
+    EXPECT_TRUE(wait_status(*m.client, 3 * std::chrono::milliseconds(o.job_timeout_ms)).ok());
+  }
+  EXPECT_TRUE(sink_.removals().empty());
+  // A round opens and stalls (a rank is gone): now the timeout applies.
+  sink_.set_waiting_rounds(id, 1);
+  for (auto& m : members) {
+    EXPECT_EQ(wait_status(*m.client, std::chrono::milliseconds(o.job_timeout_ms) + 2000ms).code(),
+              StatusCode::kAborted);
+  }
+  AbortReason why{};
+  ASSERT_TRUE(sink_.wait_removed(id, &why, kWait));
+  EXPECT_EQ(why, AbortReason::kTimeout);
+}
+
 TEST_F(ServerTest, MemberDisconnectAbortsTheOthers) {
   start(options());
   std::vector<JobGrant> grants;

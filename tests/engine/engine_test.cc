@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <random>
@@ -977,6 +978,93 @@ TEST(EngineTest, WorldsBeyond64RanksUseSeveralBitmapWords) {
   }
 }
 
+// Results to the members of a job are copies of one frame with the member's fields and ICRC
+// rewritten: every length (odd 16-bit counts carry a pad) must give frames byte-identical to ones
+// built and stamped from scratch, also when the first members' buffers are refused.
+class RefusingTxSink final : public TxSink {
+ public:
+  explicit RefusingTxSink(size_t refuse_first) : refuse_(refuse_first) {}
+  uint8_t* acquire() override {
+    if (refuse_ > 0) {
+      --refuse_;
+      return nullptr;
+    }
+    bufs_.emplace_back(wire::kMaxFrameLen, uint8_t{0xA5});  // stale bytes, as a reused buffer has
+    return bufs_.back().data();
+  }
+  void submit(uint8_t* buf, uint32_t len) override { frames.emplace_back(buf, buf + len); }
+  void flush() override {}
+  std::vector<std::vector<uint8_t>> frames;
+
+ private:
+  size_t refuse_;
+  std::deque<std::vector<uint8_t>> bufs_;
+};
+
+std::vector<uint8_t> result_from_scratch(const JobSpec& job, const EngineOptions& o, uint16_t rank, const Chunk& c,
+                                         const std::vector<uint8_t>& payload) {
+  wire::Addressing a;
+  std::memcpy(a.src_mac, o.local_mac, 6);
+  std::memcpy(a.dst_mac, job.members[rank].mac, 6);
+  a.src_ip = o.local_ip;
+  a.dst_ip = job.members[rank].ip;
+  a.dst_port = job.members[rank].udp_port;
+  a.dest_qp = job.members[rank].qpn;
+  a.src_qp = o.qpn;
+  a.qkey = job.qkey;
+  wire::SumcastHeader h;
+  h.type = wire::MsgType::kResult;
+  h.dtype = job.dtype;
+  h.op = job.op;
+  h.job_id = job.job_id;
+  h.rank = rank;
+  h.slot = c.slot;
+  h.round = c.round;
+  h.coll_seq = c.coll_seq;
+  h.elem_count = c.count;
+  h.flags = static_cast<uint8_t>(c.round & 1);
+  h.elem_offset = c.offset;
+  std::array<uint8_t, wire::kMaxFrameLen> buf{};
+  const size_t len = wire::frame_len(payload.size());
+  uint8_t* out = wire::write_frame_headers(buf.data(), a, h, payload.size());
+  std::copy(payload.begin(), payload.end(), out);
+  icrc::stamp_frame(std::span<uint8_t>(buf.data(), len));
+  return {buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(len)};
+}
+
+TEST(EngineTest, ReplicatedResultsMatchFramesBuiltFromScratchAtEveryLength) {
+  const EngineOptions o = appliance();
+  constexpr uint32_t kWorld = 5;
+  for (const Dtype dtype : {Dtype::kBf16, Dtype::kFp32}) {
+    for (const size_t refused : {size_t{0}, size_t{2}}) {
+      SCOPED_TRACE(std::string(wire::dtype_name(dtype)) + " refused " + std::to_string(refused));
+      Engine e(o);
+      const JobSpec job = job_spec(9, dtype, ReduceOp::kSum, kWorld, 1, 2048);
+      ASSERT_TRUE(e.add_job(job).ok());
+      const size_t max_count = 2048 / wire::dtype_size(dtype);
+      uint32_t round = 0;
+      for (const size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{255}, size_t{256}, max_count - 1, max_count}) {
+        SCOPED_TRACE(count);
+        const Chunk ch{0, round++, 7, 1000 * count, static_cast<uint16_t>(count)};
+        RefusingTxSink tx(refused);
+        for (uint16_t r = 0; r < kWorld; ++r) {
+          const auto f = contribution(job, o, r, ch);
+          const PacketView v{f.data(), static_cast<uint32_t>(f.size())};
+          e.process_burst(std::span<const PacketView>(&v, 1), tx);
+        }
+        ASSERT_EQ(tx.frames.size(), kWorld - refused);
+        const auto want = encode_elements(dtype, expected(ReduceOp::kSum, kWorld, 0, ch.round, count));
+        for (size_t i = 0; i < tx.frames.size(); ++i) {
+          const auto rank = static_cast<uint16_t>(refused + i);
+          check_sent_frame(tx.frames[i], job, o, rank, wire::MsgType::kResult);
+          EXPECT_EQ(tx.frames[i], result_from_scratch(job, o, rank, ch, want)) << "rank " << rank;
+        }
+      }
+      EXPECT_EQ(drops(e, DropReason::kTxNoBuffer), 7 * refused);
+    }
+  }
+}
+
 TEST(EngineTest, WorldOfOneCompletesOnItsOnlyContribution) {
   const EngineOptions o = appliance();
   Engine e(o);
@@ -1044,8 +1132,14 @@ TEST(EngineTest, ProgressCountsCompletedSlotsPerJob) {
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0].job_id, 21u);
   EXPECT_EQ(p[0].slots_completed, 3u);
+  EXPECT_EQ(p[0].rounds_opened, 3u);  // nothing waiting: idle
   EXPECT_EQ(p[1].job_id, 22u);
   EXPECT_EQ(p[1].slots_completed, 0u);
+  EXPECT_EQ(p[1].rounds_opened, 1u);  // one round waits for rank 1
+  feed(e, tx, contribution(b, o, 1, {7, 0, 0, 0, 4}));
+  p = sorted();
+  EXPECT_EQ(p[1].slots_completed, 1u);
+  EXPECT_EQ(p[1].rounds_opened, 1u);
   e.remove_job(21, wire::AbortReason::kNone, tx);
   p = sorted();
   ASSERT_EQ(p.size(), 1u);

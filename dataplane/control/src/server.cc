@@ -873,7 +873,9 @@ void Server::Impl::tick(Clock::time_point now) {
       continue;
     }
     const uint64_t p = sink->progress(job.job_id);
-    if (p != job.progress) {
+    // An idle job (no round waiting for contributions: between collectives, during compute) is
+    // never failed for lack of progress; only a job with rounds waiting is.
+    if (p != job.progress || sink->waiting_rounds(job.job_id) == 0) {
       job.progress = p;
       job.last_change = now;
     } else if (now - job.last_change >= job_timeout) {

@@ -2,6 +2,7 @@
 //
 // Memory of one job on one core (one allocation from EngineOptions::allocate, 64-byte aligned):
 //   members   world x Member
+//   dest_crc  world x uint32: CRC of the result headers to each member xor those to member 0
 //   slots     local_slots x slot_stride: two Version records (48 bytes) then the two
 //             contributor bitmaps (2 x bitmap_words x 8 bytes); one cache line up to 64 ranks
 //   acc       local_slots x 2 x acc_stride: the accumulators, parity-interleaved per slot
@@ -16,6 +17,7 @@
 #include <new>
 #include <string>
 
+#include "crc_combine.h"
 #include "sumcast/endian.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/kernels/kernels.h"
@@ -91,6 +93,9 @@ struct Job {
   size_t acc_stride = 0;
   size_t shadow_stride = 0;
   Member* members = nullptr;
+  uint32_t* dest_crc = nullptr;  // per member: header CRC xor member 0's (see replicate())
+  uint32_t shift_bytes = 0;      // crc::shift_for(shift_bytes) == shift (cache: one length per job)
+  uint32_t shift = 0x80000000u;  // x^0
   uint8_t* slots = nullptr;
   uint8_t* acc = nullptr;
   uint8_t* shadow = nullptr;  // nullptr: the accumulator is the result
@@ -118,6 +123,7 @@ struct Job {
 struct ProgressEntry {
   std::atomic<uint64_t> key{0};  // kActiveBit | job_id while the record holds a job, else 0
   std::atomic<uint64_t> completed{0};
+  std::atomic<uint64_t> opened{0};  // rounds opened; opened - completed = rounds waiting for ranks
 };
 constexpr uint64_t kActiveBit = uint64_t{1} << 32;
 
@@ -138,6 +144,41 @@ struct Pending {
   uint32_t len;
   wire::ParsedPacket pkt;
 };
+
+// Bytes of a frame's ICRC input that precede the payload, as an IPv4 span for icrc::compute: the
+// IPv4 | UDP | BTH | DETH | Sumcast headers, then 4 bytes standing for the ICRC field.
+constexpr size_t kHeaderIcrcSpan = wire::kPayloadOffset - wire::kIpOffset + wire::kIcrcLen;
+
+// CRC-32 (as crc32()) of the masked headers of `frame`: its ICRC is this combined with the CRC of
+// the payload and pad (crc_combine.h).
+uint32_t header_crc(const uint8_t* frame) {
+  return icrc::compute(std::span<const uint8_t>(frame + wire::kIpOffset, kHeaderIcrcSpan));
+}
+
+inline void store_le32(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+  p[2] = static_cast<uint8_t>(v >> 16);
+  p[3] = static_cast<uint8_t>(v >> 24);
+}
+
+// The fields of a result frame (as wire::write_frame_headers writes it) that differ between two
+// members of a job; everything else, and the payload, is the same for all of them.
+constexpr size_t kDstIpAt = wire::kIpOffset + 16;
+constexpr size_t kIpChecksumAt = wire::kIpOffset + 10;
+constexpr size_t kDstPortAt = wire::kUdpOffset + 2;
+constexpr size_t kDestQpAt = wire::kBthOffset + 5;
+constexpr size_t kRankAt = wire::kSumcastOffset + 8;
+
+// Rewrites a copy of another member's frame for member `m` of rank `rank` (ICRC excepted).
+inline void readdress(uint8_t* frame, const Member& m, uint16_t rank) {
+  std::memcpy(frame, m.mac, 6);
+  store_be32(frame + kDstIpAt, m.ip);
+  store_be16(frame + kIpChecksumAt, wire::ipv4_header_checksum(frame + wire::kIpOffset));
+  store_be16(frame + kDstPortAt, m.udp_port);
+  store_be24(frame + kDestQpAt, m.qpn);
+  store_be16(frame + kRankAt, rank);
+}
 
 bool same_chunk(const Version& v, const wire::SumcastHeader& h) {
   return v.coll_seq == h.coll_seq && v.elem_offset == h.elem_offset && v.elem_count == h.elem_count;
@@ -162,7 +203,9 @@ struct Engine::Impl {
   void apply(Pending& c, TxSink& tx);
   void contribute(Pending& c, TxSink& tx);
   void complete(Job& j, uint32_t local, uint16_t slot, unsigned parity, Version& v, TxSink& tx);
+  wire::Addressing addressing(const Job& j, uint16_t rank) const;
   bool emit(const Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, uint16_t rank, TxSink& tx);
+  uint64_t replicate(Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, TxSink& tx);
   void answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx);
 
   EngineOptions opt;  // as given
@@ -392,6 +435,7 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
     // The next round of this slot: this packet opens it (its result overwrites round r - 2's).
     v.round = r;
     v.state = VersionState::kOpen;
+    bump(progress[j.index].opened);
     v.coll_seq = h.coll_seq;
     v.elem_offset = h.elem_offset;
     v.elem_count = h.elem_count;
@@ -428,23 +472,56 @@ void Engine::Impl::complete(Job& j, uint32_t local, uint16_t slot, unsigned pari
   h.elem_offset = v.elem_offset;
   const uint8_t* result = j.result(local, parity);
   const size_t len = size_t{v.elem_count} * wire::dtype_size(j.dtype);
-  uint64_t sent = 0;
-  if (j.multicast) {
-    sent += emit(j, h, result, len, wire::kRankMulticast, tx) ? 1 : 0;
-  } else {
-    for (uint32_t r = 0; r < j.world; ++r) sent += emit(j, h, result, len, static_cast<uint16_t>(r), tx) ? 1 : 0;
-  }
+  const uint64_t sent = j.multicast ? (emit(j, h, result, len, wire::kRankMulticast, tx) ? 1 : 0)
+                                    : replicate(j, h, result, len, tx);
   bump(counters.results_sent, sent);
 }
 
-// Builds one frame of `j` to member `rank` (kRankMulticast: the job's group) and hands it to tx.
-bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, uint16_t rank,
-                        TxSink& tx) {
-  uint8_t* buf = tx.acquire();
-  if (buf == nullptr) {
-    drop(DropReason::kTxNoBuffer);
-    return false;
+// Sends one result to every member: the first frame is built in full, each next one is a copy of
+// the frame before it (still unsubmitted, so still ours) with the member's fields rewritten. Its
+// ICRC needs no pass over the payload: ICRC = (header CRC) x^(8 body) + (body CRC), the body CRC
+// is computed once, and a member's header CRC is member 0's xor dest_crc[member].
+uint64_t Engine::Impl::replicate(Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, TxSink& tx) {
+  const size_t flen = wire::frame_len(len);
+  const size_t body = flen - wire::kPayloadOffset - wire::kIcrcLen;  // payload and pad
+  uint8_t* prev = nullptr;
+  uint32_t icrc_member0 = 0;  // the ICRC of this result addressed to member 0
+  uint64_t sent = 0;
+  for (uint32_t r = 0; r < j.world; ++r) {
+    uint8_t* buf = tx.acquire();
+    if (buf == nullptr) {
+      drop(DropReason::kTxNoBuffer);
+      continue;
+    }
+    const auto rank = static_cast<uint16_t>(r);
+    if (prev == nullptr) {
+      h.rank = rank;
+      uint8_t* out = wire::write_frame_headers(buf, addressing(j, rank), h, len);
+      if (len != 0) std::memcpy(out, payload, len);
+      if (j.shift_bytes != body) {
+        j.shift = crc::shift_for(body);
+        j.shift_bytes = static_cast<uint32_t>(body);
+      }
+      icrc_member0 = crc::multiply(header_crc(buf) ^ j.dest_crc[r], j.shift) ^ icrc::crc32(0, out, body);
+    } else {
+      std::memcpy(buf, prev, flen);
+      readdress(buf, j.members[r], rank);
+      tx.submit(prev, static_cast<uint32_t>(flen));
+      ++sent;
+    }
+    store_le32(buf + flen - wire::kIcrcLen, icrc_member0 ^ crc::multiply(j.dest_crc[r], j.shift));
+    prev = buf;
   }
+  if (prev != nullptr) {
+    tx.submit(prev, static_cast<uint32_t>(flen));
+    ++sent;
+  }
+  bump(counters.tx_packets, sent);
+  bump(counters.tx_bytes, sent * flen);
+  return sent;
+}
+
+wire::Addressing Engine::Impl::addressing(const Job& j, uint16_t rank) const {
   wire::Addressing a;
   std::memcpy(a.src_mac, opt.local_mac, 6);
   a.src_ip = opt.local_ip;
@@ -461,8 +538,19 @@ bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payl
     a.dst_port = m.udp_port;
     a.dest_qp = m.qpn;
   }
+  return a;
+}
+
+// Builds one frame of `j` to member `rank` (kRankMulticast: the job's group) and hands it to tx.
+bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, uint16_t rank,
+                        TxSink& tx) {
+  uint8_t* buf = tx.acquire();
+  if (buf == nullptr) {
+    drop(DropReason::kTxNoBuffer);
+    return false;
+  }
   h.rank = rank;
-  uint8_t* out = wire::write_frame_headers(buf, a, h, len);
+  uint8_t* out = wire::write_frame_headers(buf, addressing(j, rank), h, len);
   if (len != 0) std::memcpy(out, payload, len);
   const size_t flen = wire::frame_len(len);
   icrc::stamp_frame(std::span<uint8_t>(buf, flen));
@@ -546,12 +634,14 @@ Status Engine::add_job(const JobSpec& spec) {
   const size_t acc_size = wire::accumulator_size(spec.dtype);
   const size_t bitmap_words = (world + 63) / 64;
   const size_t members_bytes = round_up(world * sizeof(Member), kCacheLine);
+  const size_t dest_crc_bytes = round_up(world * sizeof(uint32_t), kCacheLine);
   const size_t slot_stride = round_up(kSlotHeaderLen + 2 * bitmap_words * sizeof(uint64_t), kCacheLine);
   const size_t acc_stride = round_up(max_elems * acc_size, kCacheLine);
   const size_t shadow_stride = acc_size == esize ? 0 : round_up(max_elems * esize, kCacheLine);
   const size_t slots_bytes = local_slots * slot_stride;
   const size_t acc_bytes = size_t{local_slots} * 2 * acc_stride;
-  const size_t total = members_bytes + slots_bytes + acc_bytes + size_t{local_slots} * 2 * shadow_stride;
+  const size_t total =
+      members_bytes + dest_crc_bytes + slots_bytes + acc_bytes + size_t{local_slots} * 2 * shadow_stride;
 
   auto* mem = static_cast<uint8_t*>(m.allocate(total, o.alloc_ctx));
   if (mem == nullptr) return Status::unavailable(what("could not allocate " + std::to_string(total) + " bytes"));
@@ -572,7 +662,8 @@ Status Engine::add_job(const JobSpec& spec) {
   j.memory = mem;
   j.members = reinterpret_cast<Member*>(mem);
   for (size_t r = 0; r < world; ++r) new (&j.members[r]) Member(spec.members[r]);
-  j.slots = mem + members_bytes;
+  j.dest_crc = reinterpret_cast<uint32_t*>(mem + members_bytes);
+  j.slots = mem + members_bytes + dest_crc_bytes;
   j.acc = j.slots + slots_bytes;
   j.shadow = shadow_stride != 0 ? j.acc + acc_bytes : nullptr;
   const auto d = static_cast<size_t>(spec.dtype);
@@ -582,6 +673,27 @@ Status Engine::add_job(const JobSpec& spec) {
   j.multicast = spec.multicast;
   j.mcast_ip = spec.mcast_ip;
   std::memcpy(j.mcast_mac, spec.mcast_mac, 6);
+  j.shift_bytes = 0;
+  j.shift = crc::shift_for(0);
+
+  // Header CRC of a result to each member xor that to member 0. The ICRC is affine in the bytes,
+  // so this depends only on the fields replicate() rewrites, not on the chunk or payload length.
+  {
+    alignas(kCacheLine) uint8_t frame[wire::frame_len(0)];
+    wire::SumcastHeader h;
+    h.type = wire::MsgType::kResult;
+    h.dtype = j.dtype;
+    h.op = j.op;
+    h.job_id = j.job_id;
+    h.rank = 0;
+    wire::write_frame_headers(frame, m.addressing(j, 0), h, 0);
+    const uint32_t base = header_crc(frame);
+    j.dest_crc[0] = 0;
+    for (uint32_t r = 1; r < j.world; ++r) {
+      readdress(frame, j.members[r], static_cast<uint16_t>(r));
+      j.dest_crc[r] = header_crc(frame) ^ base;
+    }
+  }
 
   // Both versions start idle at rounds first-2 and first-1, so that `first_round` opens first.
   std::memset(j.slots, 0, slots_bytes);
@@ -596,6 +708,7 @@ Status Engine::add_job(const JobSpec& spec) {
   m.table_insert(index);
   ProgressEntry& pe = m.progress[index];
   pe.completed.store(0, std::memory_order_relaxed);
+  pe.opened.store(0, std::memory_order_relaxed);
   pe.key.store(kActiveBit | spec.job_id, std::memory_order_release);
   ++m.active_jobs;
   bump(m.counters.jobs_active);
@@ -686,7 +799,9 @@ std::vector<JobProgress> Engine::progress() const {
     const ProgressEntry& e = impl_->progress[i];
     const uint64_t key = e.key.load(std::memory_order_acquire);
     if ((key & kActiveBit) == 0) continue;
-    out.push_back({static_cast<uint32_t>(key), e.completed.load(std::memory_order_relaxed)});
+    // Approximate while the lcore runs: consumers treat opened < completed as no rounds waiting.
+    const uint64_t completed = e.completed.load(std::memory_order_acquire);
+    out.push_back({static_cast<uint32_t>(key), completed, e.opened.load(std::memory_order_acquire)});
   }
   return out;
 }

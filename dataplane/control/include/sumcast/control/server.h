@@ -31,6 +31,10 @@ class JobSink {
   virtual void remove(uint32_t job_id, wire::AbortReason reason) = 0;
   // Slots completed so far by the job, summed over cores (monotonic; used for the no-progress timeout).
   virtual uint64_t progress(uint32_t job_id) = 0;
+  // Rounds of the job that opened and wait for more contributions, summed over cores (approximate).
+  // The no-progress timeout runs only while this is non-zero, so idle jobs are never failed.
+  // The default (always 1) makes every job without progress time out.
+  virtual uint64_t waiting_rounds(uint32_t /*job_id*/) { return 1; }
 };
 
 struct ServerOptions {

@@ -136,6 +136,7 @@ struct EngineOptions {
 struct JobProgress {
   uint32_t job_id;
   uint64_t slots_completed;
+  uint64_t rounds_opened;  // rounds_opened - slots_completed = rounds waiting for contributions
 };
 
 class Engine {
