@@ -1,0 +1,224 @@
+/* The C API, compiled as C and linked against libsumcast.so: version, defaults, errors without a
+ * communicator, blocking and non-blocking all-reduce (in place and not) on two rank threads
+ * against an embedded service, counters, failure after the service stops, and that the shared
+ * library exports the C API and nothing of the C++ core. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sumcast/sumcast.h"
+
+int c_api_test_service_start(const char* token, char* address, size_t address_len);
+void c_api_test_service_stop(void);
+
+static int g_passed;
+static int g_failed;
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (cond) {                                                                \
+      ++g_passed;                                                              \
+    } else {                                                                   \
+      ++g_failed;                                                              \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                          \
+  } while (0)
+
+static const char* kToken = "c-api-test-token-0123456789";
+static char g_address[64];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+enum { kWorld = 2, kCount = 5000 };
+
+/* Rank r's element i: a small integer, so the float sums are exact. */
+static float input(int rank, size_t i) { return (float)((int)((i * 7 + (size_t)rank * 13) % 9) - 4); }
+static float expected(size_t i) {
+  float s = 0;
+  for (int r = 0; r < kWorld; ++r) s += input(r, i);
+  return s;
+}
+
+static void check_locked(int cond, const char* what, int rank, const char* detail) {
+  pthread_mutex_lock(&g_lock);
+  if (cond) {
+    ++g_passed;
+  } else {
+    ++g_failed;
+    fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, detail);
+  }
+  pthread_mutex_unlock(&g_lock);
+}
+
+static void* rank_main(void* arg) {
+  const int rank = (int)(size_t)arg;
+  sumcast_config cfg;
+  sumcast_config_init(&cfg);
+  sumcast_appliance app = {g_address, 1.0};
+  cfg.job_name = "c-api";
+  cfg.rank = (uint32_t)rank;
+  cfg.world_size = kWorld;
+  cfg.appliances = &app;
+  cfg.appliance_count = 1;
+  cfg.auth_token = kToken;
+  cfg.dtype = SUMCAST_FP32;
+  cfg.op = SUMCAST_SUM;
+  cfg.bind_ip = "127.0.0.1";
+  sumcast_comm* comm = NULL;
+  sumcast_result rc = sumcast_comm_create(&cfg, &comm);
+  check_locked(rc == SUMCAST_OK && comm != NULL, "sumcast_comm_create", rank, sumcast_last_error(NULL));
+  if (comm == NULL) return NULL;
+
+  float* send = malloc(kCount * sizeof(float));
+  float* recv = malloc(kCount * sizeof(float));
+  float* inplace = malloc(kCount * sizeof(float));
+  for (size_t i = 0; i < kCount; ++i) send[i] = inplace[i] = input(rank, i);
+
+  /* Blocking, out of place. */
+  rc = sumcast_allreduce(comm, send, recv, kCount);
+  int ok = rc == SUMCAST_OK;
+  for (size_t i = 0; ok && i < kCount; ++i) ok = recv[i] == expected(i);
+  check_locked(ok, "sumcast_allreduce out of place", rank, sumcast_last_error(comm));
+
+  /* Non-blocking, in place, completed by polling sumcast_test. */
+  sumcast_request* req = NULL;
+  rc = sumcast_iallreduce(comm, inplace, inplace, kCount, &req);
+  check_locked(rc == SUMCAST_OK && req != NULL, "sumcast_iallreduce", rank, sumcast_last_error(comm));
+  int done = 0;
+  while (req != NULL && !done) rc = sumcast_test(req, &done);
+  ok = rc == SUMCAST_OK && done;
+  for (size_t i = 0; ok && i < kCount; ++i) ok = inplace[i] == expected(i);
+  check_locked(ok, "sumcast_test in place", rank, sumcast_last_error(comm));
+
+  /* Two outstanding requests, completed by sumcast_wait in reverse order. */
+  sumcast_request* a = NULL;
+  sumcast_request* b = NULL;
+  memset(recv, 0, kCount * sizeof(float));
+  rc = sumcast_iallreduce(comm, send, recv, kCount, &a);
+  check_locked(rc == SUMCAST_OK, "sumcast_iallreduce a", rank, sumcast_last_error(comm));
+  rc = sumcast_iallreduce(comm, send, send, 1, &b);
+  check_locked(rc == SUMCAST_OK, "sumcast_iallreduce b", rank, sumcast_last_error(comm));
+  check_locked(sumcast_wait(b) == SUMCAST_OK && send[0] == expected(0), "sumcast_wait b", rank,
+               sumcast_last_error(comm));
+  rc = sumcast_wait(a);
+  ok = rc == SUMCAST_OK;
+  for (size_t i = 0; ok && i < kCount; ++i) ok = recv[i] == expected(i);
+  check_locked(ok, "sumcast_wait a", rank, sumcast_last_error(comm));
+
+  /* Counters: named, and the results were counted. */
+  uint64_t results = 0;
+  for (size_t i = 0; i < sumcast_stat_count(comm); ++i) {
+    const char* name = NULL;
+    uint64_t value = 0;
+    if (sumcast_stat(comm, i, &name, &value) == SUMCAST_OK && strcmp(name, "results") == 0) results = value;
+  }
+  check_locked(results >= 3 * ((kCount * 4 + 1023) / 1024), "results counter", rank, "too small");
+  const char* name = NULL;
+  uint64_t value = 0;
+  check_locked(sumcast_stat(comm, 100000, &name, &value) == SUMCAST_ERR_NOT_FOUND, "stat out of range", rank, "");
+
+  /* Bad arguments fail without touching the communicator's state. */
+  check_locked(sumcast_allreduce(comm, NULL, recv, 10) == SUMCAST_ERR_INVALID_ARGUMENT, "null buffer", rank, "");
+  check_locked(strlen(sumcast_last_error(comm)) > 0, "last error after null buffer", rank, "empty");
+
+  free(send);
+  free(recv);
+  free(inplace);
+  sumcast_comm_destroy(comm);
+  return NULL;
+}
+
+/* A communicator whose appliance goes away fails its next call, and says so. */
+static void* orphan_main(void* arg) {
+  const int rank = (int)(size_t)arg;
+  sumcast_config cfg;
+  sumcast_config_init(&cfg);
+  sumcast_appliance app = {g_address, 1.0};
+  cfg.job_name = "c-api-orphan";
+  cfg.rank = (uint32_t)rank;
+  cfg.world_size = kWorld;
+  cfg.appliances = &app;
+  cfg.appliance_count = 1;
+  cfg.auth_token = kToken;
+  cfg.bind_ip = "127.0.0.1";
+  sumcast_comm* comm = NULL;
+  if (sumcast_comm_create(&cfg, &comm) != SUMCAST_OK) {
+    check_locked(0, "orphan create", rank, sumcast_last_error(NULL));
+    return NULL;
+  }
+  return comm;
+}
+
+int main(void) {
+  CHECK(sumcast_version() == SUMCAST_API_VERSION);
+  CHECK(sumcast_version() >> 16 == SUMCAST_API_VERSION_MAJOR);
+  CHECK(strcmp(sumcast_result_name(SUMCAST_ERR_TIMEOUT), "SUMCAST_ERR_TIMEOUT") == 0);
+
+  sumcast_config cfg;
+  sumcast_config_init(&cfg);
+  CHECK(cfg.struct_size == sizeof(sumcast_config));
+  CHECK(cfg.payload_bytes == 1024);
+  CHECK(cfg.rto_initial_us == 5000);
+  CHECK(cfg.dtype == SUMCAST_FP32 && cfg.op == SUMCAST_SUM);
+
+  /* Errors before any communicator exists go to sumcast_last_error(NULL). */
+  sumcast_comm* comm = (sumcast_comm*)&cfg;
+  CHECK(sumcast_comm_create(NULL, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
+  CHECK(comm == NULL);
+  CHECK(strlen(sumcast_last_error(NULL)) > 0);
+  cfg.job_name = "x";
+  cfg.world_size = 2;
+  cfg.rank = 5;
+  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(sumcast_last_error(NULL), "rank") != NULL);
+  cfg.api_version = (SUMCAST_API_VERSION_MAJOR + 1) << 16;
+  cfg.rank = 0;
+  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(sumcast_last_error(NULL), "major") != NULL);
+  cfg.api_version = SUMCAST_API_VERSION;
+  cfg.transport = "carrier-pigeon";
+  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(sumcast_last_error(NULL), "transport") != NULL);
+  sumcast_comm_destroy(NULL);
+
+  /* The shared library exports the C API only. */
+  void* lib = dlopen(SUMCAST_LIB_PATH, RTLD_NOW | RTLD_LOCAL);
+  CHECK(lib != NULL);
+  if (lib != NULL) {
+    CHECK(dlsym(lib, "sumcast_allreduce") != NULL);
+    CHECK(dlsym(lib, "sumcast_wait") != NULL);
+    CHECK(dlsym(lib, "_ZN7sumcast4shim12Communicator6createERKNS0_10CommConfigE") == NULL);
+    CHECK(dlsym(lib, "_ZN7sumcast4icrc5crc32EjPKvm") == NULL); /* nor the ICRC library */
+    dlclose(lib);
+  }
+
+  if (c_api_test_service_start(kToken, g_address, sizeof(g_address)) != 0) {
+    fprintf(stderr, "cannot start the embedded service\n");
+    return 1;
+  }
+  pthread_t t[kWorld];
+  for (int r = 0; r < kWorld; ++r) pthread_create(&t[r], NULL, rank_main, (void*)(size_t)r);
+  for (int r = 0; r < kWorld; ++r) pthread_join(t[r], NULL);
+
+  sumcast_comm* orphans[kWorld];
+  for (int r = 0; r < kWorld; ++r) pthread_create(&t[r], NULL, orphan_main, (void*)(size_t)r);
+  for (int r = 0; r < kWorld; ++r) {
+    void* c = NULL;
+    pthread_join(t[r], &c);
+    orphans[r] = c;
+  }
+  c_api_test_service_stop();
+  for (int r = 0; r < kWorld; ++r) {
+    if (orphans[r] == NULL) continue;
+    float x = 1;
+    const sumcast_result rc = sumcast_allreduce(orphans[r], &x, &x, 1);
+    CHECK(rc == SUMCAST_ERR_ABORTED || rc == SUMCAST_ERR_IO);
+    CHECK(strlen(sumcast_last_error(orphans[r])) > 0);
+    CHECK(sumcast_allreduce(orphans[r], &x, &x, 1) == rc); /* dead for good */
+    sumcast_comm_destroy(orphans[r]);
+  }
+
+  printf("c_api_test: %d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,234 @@
+// The communicator under impairment and failure, against the embedded service on loopback:
+// loss, duplication and reordering (a seeded decorator on every worker's transport) must not
+// change a single bit of the results; a worker that stops sending, or the service stopping, must
+// fail every pending call within the configured bound, and the service must free the job.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "shim_test_util.h"
+#include "sumcast/shim/communicator.h"
+
+namespace sumcast::shim {
+namespace {
+
+using namespace testing;  // NOLINT(google-build-using-namespace): test helpers
+using std::chrono::milliseconds;
+
+class LossyAllreduce : public ::testing::TestWithParam<double> {};
+
+// Loss (both directions), duplication and reordering at the given rate: results stay exact, the
+// workers retransmitted, and the engine saw duplicates or answered retransmissions.
+TEST_P(LossyAllreduce, ResultsStayExactAndRetransmissionsRepairLoss) {
+  const double p = GetParam();
+  constexpr int kWorld = 4;
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  const std::vector<size_t> counts = {size_t{1} << 18, 1000, size_t{1} << 17};
+  std::vector<std::string> errors(kWorld);
+  std::vector<CommStats> stats(kWorld);
+  ImpairmentCounters impairments;
+  Barrier done(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "lossy", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    Impairment imp;
+    imp.send_loss = p;
+    imp.recv_loss = p;
+    imp.send_dup = 0.01;
+    imp.recv_dup = 0.01;
+    imp.send_reorder = 0.01;
+    imp.seed = 1000 + static_cast<uint64_t>(rank) + static_cast<uint64_t>(p * 1e6);
+    c.wrap_transport = impair(imp, &impairments);
+    c.slots = 32;
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      errors[static_cast<size_t>(rank)] = comm.status().to_string();
+      done.arrive_and_wait();
+      return;
+    }
+    int salt = 0;
+    for (size_t count : counts) {
+      ++salt;
+      auto buf = make_input(wire::Dtype::kFp32, count, rank, salt);
+      Status st = (*comm)->allreduce(buf.data(), buf.data(), count);
+      const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, kWorld, salt);
+      if (!st.ok() || first_mismatch(buf, want, 4) != -1) {
+        errors[static_cast<size_t>(rank)] =
+            "count " + std::to_string(count) + ": " + (st.ok() ? "wrong result" : st.to_string());
+        break;
+      }
+    }
+    stats[static_cast<size_t>(rank)] = (*comm)->stats();
+    done.arrive_and_wait();  // nobody leaves while another rank may still need an answer
+  });
+  uint64_t retransmissions = 0;
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    retransmissions += stats[static_cast<size_t>(r)].retransmissions;
+  }
+  EXPECT_GT(impairments.dropped_tx.load(), 0u);
+  EXPECT_GT(impairments.dropped_rx.load(), 0u);
+  EXPECT_GT(retransmissions, 0u);
+  const auto& ec = service->engine_counters();
+  EXPECT_GT(ec.retransmits_answered.load() + ec.duplicates.load(), 0u);
+  EXPECT_GT(ec.retransmits_answered.load(), 0u);  // lost results were re-sent from shadow copies
+}
+
+INSTANTIATE_TEST_SUITE_P(LossRates, LossyAllreduce, ::testing::Values(0.01, 0.05),
+                         [](const ::testing::TestParamInfo<double>& i) {
+                           return "loss" + std::to_string(static_cast<int>(i.param * 100)) + "pct";
+                         });
+
+// A worker stops sending in the middle of a call (its thread is alive, its control connection
+// open): the service fails the job after its no-progress timeout, every rank's call returns
+// Aborted within that bound, and the service frees the job.
+TEST(CommunicatorFailure, WorkerThatStopsSendingFailsEveryRankWithinTheJobTimeout) {
+  constexpr int kWorld = 3;
+  constexpr uint32_t kJobTimeoutMs = 600;
+  constexpr auto kBound = milliseconds(kJobTimeoutMs + 3000);
+  embedded::ServiceOptions so;
+  so.job_timeout_ms = kJobTimeoutMs;
+  auto service = start_service(so);
+  ASSERT_TRUE(service);
+  std::vector<Status> results(kWorld);
+  std::vector<Clock::duration> took(kWorld);
+  ImpairmentCounters impairments;
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "stalled", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    c.retries = 0;  // no give-up on the worker side: only the service's abort ends the call
+    c.op_timeout_ms = 0;
+    c.rto_max_us = 50000;
+    if (rank == 2) {
+      Impairment imp;
+      imp.blackhole_after = 20;
+      c.wrap_transport = impair(imp, &impairments);
+    }
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      results[static_cast<size_t>(rank)] = comm.status();
+      return;
+    }
+    const size_t count = size_t{1} << 16;
+    auto buf = make_input(wire::Dtype::kFp32, count, rank, 1);
+    const auto t0 = Clock::now();
+    results[static_cast<size_t>(rank)] = (*comm)->allreduce(buf.data(), buf.data(), count);
+    took[static_cast<size_t>(rank)] = Clock::now() - t0;
+    // Later calls fail at once with the same error.
+    Status again = (*comm)->allreduce(buf.data(), buf.data(), count);
+    EXPECT_EQ(again.code(), results[static_cast<size_t>(rank)].code());
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    const Status& st = results[static_cast<size_t>(r)];
+    EXPECT_EQ(st.code(), StatusCode::kAborted) << "rank " << r << ": " << st.to_string();
+    EXPECT_NE(st.message().find(service->control_address()), std::string::npos) << st.message();
+    EXPECT_LT(took[static_cast<size_t>(r)], kBound) << "rank " << r;
+  }
+  EXPECT_TRUE(service->wait_until_no_jobs(3000));
+  EXPECT_TRUE(wait_for([&] { return service->server_counters().jobs_failed == 1; }, milliseconds(3000)))
+      << "jobs_failed " << service->server_counters().jobs_failed;
+  EXPECT_GT(impairments.dropped_tx.load(), 0u);
+}
+
+// The service stops while a call is in flight: every rank's call returns an error promptly
+// (abort packets and the control connection), long before any worker-side timeout.
+TEST(CommunicatorFailure, ServiceStoppedMidCallFailsEveryRankPromptly) {
+  constexpr int kWorld = 4;
+  constexpr auto kBound = milliseconds(3000);
+  embedded::ServiceOptions so;
+  so.job_timeout_ms = 60000;  // the job timeout must not be what ends the calls
+  auto service = start_service(so);
+  ASSERT_TRUE(service);
+  std::promise<void> stalled;
+  std::atomic<bool> fired{false};
+  std::vector<Status> results(kWorld);
+  std::vector<Clock::time_point> ended(kWorld);
+  std::vector<uint64_t> answered(kWorld);
+  ImpairmentCounters impairments;
+  std::thread stopper;
+  auto stopped_at = std::make_shared<std::atomic<int64_t>>(0);
+  std::future<void> stalled_f = stalled.get_future();
+  stopper = std::thread([&] {
+    stalled_f.wait();  // one worker stopped sending: the call cannot finish
+    stopped_at->store(Clock::now().time_since_epoch().count());
+    service->stop();
+  });
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "stopped", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    c.op_timeout_ms = 30000;
+    if (rank == 3) {
+      Impairment imp;
+      imp.blackhole_after = 300;  // of 1024: well into the call
+      imp.on_blackhole = [&] {
+        if (!fired.exchange(true)) stalled.set_value();
+      };
+      c.wrap_transport = impair(imp, &impairments);
+    }
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      results[static_cast<size_t>(rank)] = comm.status();
+      ended[static_cast<size_t>(rank)] = Clock::now();
+      return;
+    }
+    const size_t count = size_t{1} << 18;
+    auto buf = make_input(wire::Dtype::kFp32, count, rank, 1);
+    results[static_cast<size_t>(rank)] = (*comm)->allreduce(buf.data(), buf.data(), count);
+    ended[static_cast<size_t>(rank)] = Clock::now();
+    answered[static_cast<size_t>(rank)] = (*comm)->stats().results;
+  });
+  if (!fired.exchange(true)) stalled.set_value();  // never stalled (a failure above): unblock the stopper
+  stopper.join();
+  const Clock::time_point stop_time{Clock::duration(stopped_at->load())};
+  for (int r = 0; r < kWorld; ++r) {
+    const Status& st = results[static_cast<size_t>(r)];
+    EXPECT_FALSE(st.ok()) << "rank " << r;
+    EXPECT_TRUE(st.code() == StatusCode::kAborted || st.code() == StatusCode::kIoError)
+        << "rank " << r << ": " << st.to_string();
+    EXPECT_LT(ended[static_cast<size_t>(r)] - stop_time, kBound) << "rank " << r;
+    EXPECT_GT(answered[static_cast<size_t>(r)], 0u) << "rank " << r << " had no result before the stop";
+  }
+  EXPECT_EQ(service->installed_jobs(), 0u);
+}
+
+// A result that is lost for good (the worker discards every result) exhausts the retry budget:
+// the call fails with Timeout naming the appliance, well within the budget's bound.
+TEST(CommunicatorFailure, RetryBudgetExhaustionFailsTheCallNamingTheAppliance) {
+  constexpr int kWorld = 2;
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  std::vector<Status> results(kWorld);
+  ImpairmentCounters impairments;
+  Barrier done(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "deaf", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kInt32);
+    c.rto_initial_us = 1000;
+    c.rto_max_us = 4000;
+    c.retries = 5;
+    if (rank == 1) {
+      Impairment imp;
+      imp.recv_loss = 1.0;
+      c.wrap_transport = impair(imp, &impairments);
+    }
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      results[static_cast<size_t>(rank)] = comm.status();
+      done.arrive_and_wait();
+      return;
+    }
+    auto buf = make_input(wire::Dtype::kInt32, 10, rank, 1);
+    if (rank == 1) results[1] = (*comm)->allreduce(buf.data(), buf.data(), 10);
+    if (rank == 0) results[0] = (*comm)->allreduce(buf.data(), buf.data(), 10);
+    done.arrive_and_wait();
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0].to_string();
+  EXPECT_EQ(results[1].code(), StatusCode::kTimeout) << results[1].to_string();
+  EXPECT_NE(results[1].message().find(service->control_address()), std::string::npos) << results[1].message();
+  EXPECT_NE(results[1].message().find("5 retransmissions"), std::string::npos) << results[1].message();
+  EXPECT_GE(service->engine_counters().retransmits_answered.load(), 5u);
+}
+
+}  // namespace
+}  // namespace sumcast::shim

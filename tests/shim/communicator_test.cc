@@ -1,0 +1,302 @@
+// The communicator against the embedded summation service on loopback: exact results for every
+// dtype, sizes from 1 element to 64 MiB, in place and not, world sizes 2..8, several calls in
+// flight, two jobs at once, several appliances sharing a call by weight.
+#include "sumcast/shim/communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "shim_test_util.h"
+
+namespace sumcast::shim {
+namespace {
+
+using namespace testing;  // NOLINT(google-build-using-namespace): test helpers
+
+std::string param_name(const ::testing::TestParamInfo<std::tuple<int, wire::Dtype>>& info) {
+  return "world" + std::to_string(std::get<0>(info.param)) + "_" + wire::dtype_name(std::get<1>(info.param));
+}
+
+class AllreduceExact : public ::testing::TestWithParam<std::tuple<int, wire::Dtype>> {};
+
+// Every rank gets the exact sum for counts around the chunk boundaries and a large one, out of
+// place and in place, through one communicator (so rounds carry over from call to call).
+TEST_P(AllreduceExact, EverySizeInAndOutOfPlaceIsExact) {
+  const int world = std::get<0>(GetParam());
+  const wire::Dtype dtype = std::get<1>(GetParam());
+  const size_t es = wire::dtype_size(dtype);
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  const std::vector<size_t> counts = {1, 3, 0, 1000, 1024 / es, 1024 / es + 1, size_t{1} << 20};
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  Barrier done(world);
+  run_ranks(world, [&](int rank) {
+    auto comm = Communicator::create(
+        base_config({service.get()}, "exact", static_cast<uint16_t>(rank), static_cast<uint16_t>(world), dtype));
+    if (!comm.ok()) {
+      errors[static_cast<size_t>(rank)] = comm.status().to_string();
+      done.arrive_and_wait();
+      return;
+    }
+    int salt = 0;
+    for (size_t count : counts) {
+      for (bool in_place : {false, true}) {
+        ++salt;
+        const auto input = make_input(dtype, count, rank, salt);
+        const auto want = make_expected(dtype, wire::ReduceOp::kSum, count, world, salt);
+        std::vector<uint8_t> recv(count * es, 0xA5);
+        std::vector<uint8_t> buf = input;
+        Status st = in_place ? (*comm)->allreduce(buf.data(), buf.data(), count)
+                             : (*comm)->allreduce(input.data(), recv.data(), count);
+        const auto& got = in_place ? buf : recv;
+        const long bad = st.ok() ? first_mismatch(got, want, es) : -2;
+        if (bad != -1 && errors[static_cast<size_t>(rank)].empty()) {
+          errors[static_cast<size_t>(rank)] = "count " + std::to_string(count) + (in_place ? " in place" : "") + ": " +
+                                              (st.ok() ? "element " + std::to_string(bad) + " wrong" : st.to_string());
+        }
+      }
+    }
+    done.arrive_and_wait();
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldsAndDtypes, AllreduceExact,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8),
+                                            ::testing::Values(wire::Dtype::kFp32, wire::Dtype::kFp16,
+                                                              wire::Dtype::kBf16, wire::Dtype::kInt32,
+                                                              wire::Dtype::kFp64)),
+                         param_name);
+
+// One 64 MiB fp32 all-reduce (4 KiB payloads on loopback).
+TEST(Communicator, SixtyFourMebibyteFp32IsExact) {
+  constexpr int kWorld = 2;
+  constexpr size_t kCount = (size_t{64} << 20) / 4;
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, kCount, kWorld, 5);
+  std::vector<std::string> errors(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "big", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    c.payload_bytes = 4096;
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      errors[static_cast<size_t>(rank)] = comm.status().to_string();
+      return;
+    }
+    EXPECT_EQ((*comm)->appliances()[0].chunk_elems, 1024u);
+    auto buf = make_input(wire::Dtype::kFp32, kCount, rank, 5);
+    Status st = (*comm)->allreduce(buf.data(), buf.data(), kCount);
+    if (!st.ok()) {
+      errors[static_cast<size_t>(rank)] = st.to_string();
+    } else if (first_mismatch(buf, want, 4) != -1) {
+      errors[static_cast<size_t>(rank)] = "element " + std::to_string(first_mismatch(buf, want, 4)) + " wrong";
+    }
+  });
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+// Min and max reach the appliance's kernels through the same path.
+TEST(Communicator, MinAndMaxAreExact) {
+  constexpr int kWorld = 3;
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  for (const auto& pair :
+       {std::pair{wire::Dtype::kInt32, wire::ReduceOp::kMax}, std::pair{wire::Dtype::kFp32, wire::ReduceOp::kMin}}) {
+    const wire::Dtype dtype = pair.first;  // not a structured binding: clang 14 cannot capture those
+    const wire::ReduceOp op = pair.second;
+    const size_t count = 5000;
+    const auto want = make_expected(dtype, op, count, kWorld, 3);
+    std::vector<std::string> errors(kWorld);
+    run_ranks(kWorld, [&](int rank) {
+      CommConfig c = base_config({service.get()}, std::string("minmax-") + wire::reduce_op_name(op),
+                                 static_cast<uint16_t>(rank), kWorld, dtype);
+      c.op = op;
+      auto comm = Communicator::create(c);
+      if (!comm.ok()) {
+        errors[static_cast<size_t>(rank)] = comm.status().to_string();
+        return;
+      }
+      auto in = make_input(dtype, count, rank, 3);
+      std::vector<uint8_t> out(in.size());
+      Status st = (*comm)->allreduce(in.data(), out.data(), count);
+      if (!st.ok() || first_mismatch(out, want, wire::dtype_size(dtype)) != -1) {
+        errors[static_cast<size_t>(rank)] = st.ok() ? "wrong result" : st.to_string();
+      }
+    });
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_EQ(errors[static_cast<size_t>(r)], "") << wire::reduce_op_name(op) << " rank " << r;
+    }
+  }
+}
+
+// Several calls in flight share the window; each completes exactly, whichever order they are
+// waited for in, and test() reports completion without blocking.
+TEST(Communicator, OutstandingCallsCompleteInAnyWaitOrder) {
+  constexpr int kWorld = 3;
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  const std::vector<size_t> counts = {70000, 5, 300000, 1};
+  std::vector<std::string> errors(kWorld);
+  Barrier done(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "nonblocking", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    c.slots = 16;
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      errors[static_cast<size_t>(rank)] = comm.status().to_string();
+      done.arrive_and_wait();
+      return;
+    }
+    std::vector<std::vector<uint8_t>> in, out;
+    std::vector<uint64_t> ids;
+    for (size_t k = 0; k < counts.size(); ++k) {
+      in.push_back(make_input(wire::Dtype::kFp32, counts[k], rank, static_cast<int>(k)));
+      out.emplace_back(counts[k] * 4);
+      auto id = (*comm)->start_allreduce(in[k].data(), out[k].data(), counts[k]);
+      if (!id.ok()) {
+        errors[static_cast<size_t>(rank)] = id.status().to_string();
+        done.arrive_and_wait();
+        return;
+      }
+      ids.push_back(*id);
+    }
+    // The last (smallest) first, by test(); then the rest by wait(), in reverse order.
+    Status st;
+    while (!(*comm)->test(ids[3], &st)) {
+    }
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    for (int k = 2; k >= 0; --k) {
+      st = (*comm)->wait(ids[static_cast<size_t>(k)]);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    }
+    for (size_t k = 0; k < counts.size(); ++k) {
+      const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, counts[k], kWorld, static_cast<int>(k));
+      if (first_mismatch(out[k], want, 4) != -1) errors[static_cast<size_t>(rank)] = "call " + std::to_string(k);
+    }
+    Status unknown;
+    EXPECT_TRUE((*comm)->test(ids[0], &unknown));
+    EXPECT_EQ(unknown.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*comm)->stats().calls, counts.size());
+    done.arrive_and_wait();
+  });
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+// Two jobs with different dtypes and world sizes on one appliance at the same time.
+TEST(Communicator, TwoJobsWithDifferentDtypesRunConcurrently) {
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  struct JobDef {
+    const char* name;
+    int world;
+    wire::Dtype dtype;
+  };
+  const JobDef jobs[2] = {{"job-fp32", 2, wire::Dtype::kFp32}, {"job-bf16", 3, wire::Dtype::kBf16}};
+  std::vector<std::string> errors(5);
+  std::vector<std::thread> threads;
+  size_t slot = 0;
+  for (const JobDef& j : jobs) {
+    for (int rank = 0; rank < j.world; ++rank, ++slot) {
+      threads.emplace_back([&, j, rank, slot] {
+        auto comm = Communicator::create(
+            base_config({service.get()}, j.name, static_cast<uint16_t>(rank), static_cast<uint16_t>(j.world), j.dtype));
+        if (!comm.ok()) {
+          errors[slot] = comm.status().to_string();
+          return;
+        }
+        for (int salt = 0; salt < 4; ++salt) {
+          const size_t count = 100000 + static_cast<size_t>(salt);
+          auto buf = make_input(j.dtype, count, rank, salt);
+          Status st = (*comm)->allreduce(buf.data(), buf.data(), count);
+          const auto want = make_expected(j.dtype, wire::ReduceOp::kSum, count, j.world, salt);
+          if (!st.ok() || first_mismatch(buf, want, wire::dtype_size(j.dtype)) != -1) {
+            errors[slot] = std::string(j.name) + ": " + (st.ok() ? "wrong result" : st.to_string());
+            return;
+          }
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < errors.size(); ++i) EXPECT_EQ(errors[i], "") << "thread " << i;
+  EXPECT_GE(service->server_counters().jobs_started, 2u);
+}
+
+// Two appliances with weights 1 and 3 split each call by contiguous element ranges: the first
+// quarter goes to the first, the rest to the second (checked on the engines' byte counters).
+TEST(Communicator, AppliancesShareEachCallByWeight) {
+  constexpr int kWorld = 3;
+  constexpr size_t kCount = 400000;
+  auto a = start_service();
+  auto b = start_service();
+  ASSERT_TRUE(a && b);
+  std::vector<std::string> errors(kWorld);
+  Barrier done(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({a.get(), b.get()}, "weighted", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    c.appliances[1].weight = 3.0;
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      errors[static_cast<size_t>(rank)] = comm.status().to_string();
+      done.arrive_and_wait();
+      return;
+    }
+    auto buf = make_input(wire::Dtype::kFp32, kCount, rank, 9);
+    Status st = (*comm)->allreduce(buf.data(), buf.data(), kCount);
+    const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, kCount, kWorld, 9);
+    if (!st.ok() || first_mismatch(buf, want, 4) != -1) {
+      errors[static_cast<size_t>(rank)] = st.ok() ? "wrong result" : st.to_string();
+    }
+    done.arrive_and_wait();
+  });
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+  const uint64_t bytes_a = a->engine_counters().payload_bytes.load();
+  const uint64_t bytes_b = b->engine_counters().payload_bytes.load();
+  EXPECT_EQ(bytes_a, uint64_t{kWorld} * (kCount / 4) * 4);
+  EXPECT_EQ(bytes_b, uint64_t{kWorld} * (kCount - kCount / 4) * 4);
+}
+
+// Configuration errors are reported before anything is sent, naming what is wrong.
+TEST(Communicator, BadConfigurationIsRejectedWithAMessage) {
+  CommConfig c;
+  c.job_name = "x";
+  c.world_size = 2;
+  c.rank = 2;
+  c.appliances.push_back({"127.0.0.1:1", 1.0});
+  auto r = Communicator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("rank 2"), std::string::npos) << r.status().message();
+
+  c.rank = 0;
+  c.appliances[0].address = "127.0.0.1";
+  r = Communicator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("host:port"), std::string::npos) << r.status().message();
+
+  c.appliances[0] = {"127.0.0.1:1", -1.0};
+  r = Communicator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("weight"), std::string::npos) << r.status().message();
+}
+
+// No appliance listening: creation fails (connection refused) and names the appliance.
+TEST(Communicator, UnreachableApplianceFailsCreationNamingIt) {
+  CommConfig c;
+  c.job_name = "nobody";
+  c.world_size = 2;
+  c.appliances.push_back({"127.0.0.1:1", 1.0});
+  c.token = kToken;
+  c.bind_ip = "127.0.0.1";
+  c.connect_timeout_ms = 2000;
+  auto r = Communicator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("127.0.0.1:1"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace sumcast::shim

@@ -1,0 +1,320 @@
+// The kernel UDP transport: the bytes it builds, the IPv4 header the kernel writes for them
+// (ID 0, DF, so the ICRC holds on the wire), and the validation of every received datagram.
+#include "sumcast/shim/udp_transport.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "sumcast/icrc/icrc.h"
+#include "sumcast/wire/packet.h"
+
+namespace sumcast::shim {
+namespace {
+
+constexpr uint32_t kLoopback = 0x7F000001;
+constexpr uint32_t kJob = 77;
+constexpr uint32_t kQkey = 0x1234567;
+
+// A plain UDP socket playing the appliance.
+struct Appliance {
+  int fd = -1;
+  uint32_t ip = kLoopback;
+  uint16_t port = 0;
+  explicit Appliance(uint32_t bind_ip = kLoopback) : ip(bind_ip) {
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(ip);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    const int pmtu = IP_PMTUDISC_DO;
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+  }
+  ~Appliance() { close(fd); }
+  void send_to(const Endpoint& to, const std::vector<uint8_t>& bytes) const {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(to.udp_port);
+    a.sin_addr.s_addr = htonl(to.ip);
+    ASSERT_EQ(sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof(a)),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  // A result datagram from this appliance to `to`, ICRC stamped for the kernel's headers.
+  std::vector<uint8_t> result(const Endpoint& to, wire::SumcastHeader h, uint32_t dest_qp, uint32_t qkey,
+                              const std::vector<uint8_t>& payload) const {
+    std::vector<uint8_t> b(wire::roce_len(payload.size()));
+    wire::Addressing a;
+    a.dest_qp = dest_qp;
+    a.src_qp = 0x100;
+    a.qkey = qkey;
+    wire::write_roce_headers(b.data(), a, h, payload.size());
+    std::memcpy(b.data() + wire::kRoceHeadersLen, payload.data(), payload.size());
+    icrc::UdpFields f;
+    f.src_ip = ip;
+    f.dst_ip = to.ip;
+    f.src_port = port;
+    f.dst_port = to.udp_port;
+    icrc::stamp_udp(f, std::span<uint8_t>(b.data(), b.size()));
+    return b;
+  }
+};
+
+wire::SumcastHeader result_header(uint16_t rank) {
+  wire::SumcastHeader h;
+  h.type = wire::MsgType::kResult;
+  h.dtype = wire::Dtype::kFp32;
+  h.job_id = kJob;
+  h.rank = rank;
+  h.slot = 3;
+  h.round = 5;
+  h.flags = wire::kFlagSlotVersion;
+  h.coll_seq = 2;
+  h.elem_count = 4;
+  h.elem_offset = 1024;
+  return h;
+}
+
+std::unique_ptr<UdpTransport> open_transport() {
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  auto t = UdpTransport::open(o);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+PeerSpec peer_of(const Appliance& a) {
+  PeerSpec p;
+  p.ip = a.ip;
+  p.udp_port = a.port;
+  p.job_id = kJob;
+  p.qkey = kQkey;
+  p.rank = 1;
+  return p;
+}
+
+// Receives until `n` datagrams were counted (bounded by a deadline), collecting what passed.
+std::vector<Received> receive_n(UdpTransport& t, uint64_t n, std::vector<std::vector<uint8_t>>* payloads) {
+  std::vector<Received> all;
+  std::vector<Received> buf(64);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (t.counters().rx_packets < n && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{t.wait_fd(), POLLIN, 0};
+    (void)poll(&p, 1, 100);
+    const size_t k = t.receive(buf);
+    for (size_t i = 0; i < k; ++i) {
+      all.push_back(buf[i]);
+      payloads->emplace_back(buf[i].payload, buf[i].payload + buf[i].payload_len);
+    }
+  }
+  return all;
+}
+
+TEST(UdpTransport, RefusesTheWildcardAddress) {
+  UdpTransportOptions o;
+  auto t = UdpTransport::open(o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(UdpTransport, EphemeralPortAndDerivedQpnAreReported) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  const Endpoint e = t->local_endpoint();
+  EXPECT_EQ(e.ip, kLoopback);
+  EXPECT_NE(e.udp_port, 0);
+  EXPECT_EQ(e.qpn, 0x010000u | e.udp_port);
+  EXPECT_NE(t->describe().find("127.0.0.1:" + std::to_string(e.udp_port)), std::string::npos);
+}
+
+// The built bytes parse as a UD SEND_ONLY contribution with the given header, and their ICRC
+// holds for the headers the kernel writes (our address and port -> the peer's, ID 0, DF).
+TEST(UdpTransport, BuiltPacketParsesAndItsIcrcCoversTheKernelHeaders) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  Appliance app;
+  auto peer = t->add_peer(peer_of(app));
+  ASSERT_TRUE(peer.ok());
+  wire::SumcastHeader h = result_header(1);
+  h.type = wire::MsgType::kContribution;
+  h.elem_count = 3;  // 12 bytes: no pad; then 3 bytes of fp16 to force a pad
+  const float payload[3] = {1.0f, -2.0f, 3.5f};
+  std::vector<uint8_t> buf(t->packet_capacity(12));
+  const size_t len = t->build(buf.data(), *peer, 0x222, 99, h, reinterpret_cast<const uint8_t*>(payload));
+  ASSERT_EQ(len, wire::roce_len(12));
+  wire::ParsedPacket pp;
+  ASSERT_EQ(wire::parse_roce(std::span<const uint8_t>(buf.data(), len), &pp), wire::ParseError::kOk);
+  EXPECT_EQ(pp.dest_qp, 0x222u);
+  EXPECT_EQ(pp.psn, 99u);
+  EXPECT_EQ(pp.qkey, kQkey);
+  EXPECT_EQ(pp.src_qp, t->local_endpoint().qpn);
+  EXPECT_EQ(pp.hdr.elem_offset, 1024u);
+  EXPECT_EQ(std::memcmp(pp.payload, payload, 12), 0);
+  icrc::UdpFields f;
+  f.src_ip = kLoopback;
+  f.dst_ip = app.ip;
+  f.src_port = t->local_endpoint().udp_port;
+  f.dst_port = app.port;
+  EXPECT_TRUE(icrc::verify_udp(f, std::span<const uint8_t>(buf.data(), len)));
+  f.ip_id = 1;  // any other IP ID and the ICRC fails: the kernel must write 0
+  EXPECT_FALSE(icrc::verify_udp(f, std::span<const uint8_t>(buf.data(), len)));
+
+  h.dtype = wire::Dtype::kFp16;
+  const size_t len16 = t->build(buf.data(), *peer, 0x222, 0, h, reinterpret_cast<const uint8_t*>(payload));
+  EXPECT_EQ(len16, wire::roce_len(6));
+  EXPECT_EQ(wire::parse_roce(std::span<const uint8_t>(buf.data(), len16), &pp), wire::ParseError::kOk);
+}
+
+// What the kernel really puts on the wire: captured with a raw socket, the IPv4 header has ID 0
+// and DF, and the ICRC verifies over the captured IPv4 packet. Needs CAP_NET_RAW.
+TEST(UdpTransport, KernelSendsIpId0WithDfSoTheIcrcHoldsOnTheWire) {
+  const int raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
+  if (raw < 0) GTEST_SKIP() << "no CAP_NET_RAW: " << std::strerror(errno);
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  Appliance app;
+  auto peer = t->add_peer(peer_of(app));
+  ASSERT_TRUE(peer.ok());
+  wire::SumcastHeader h = result_header(1);
+  h.type = wire::MsgType::kContribution;
+  const uint8_t payload[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  std::vector<uint8_t> buf(t->packet_capacity(16));
+  const size_t len = t->build(buf.data(), *peer, 0x100, 1, h, payload);
+  OutPacket op{*peer, buf.data(), static_cast<uint32_t>(len)};
+  ASSERT_TRUE(t->send(std::span<const OutPacket>(&op, 1)).ok());
+  EXPECT_EQ(t->counters().tx_packets, 1u);
+
+  // The raw socket sees every UDP datagram of the host: under a parallel test run its buffer may
+  // overflow, so the datagram is sent again until a copy is captured.
+  const int big = 8 << 20;
+  setsockopt(raw, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+  bool found = false;
+  std::vector<uint8_t> pkt(70000);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto next_send = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  while (!found && std::chrono::steady_clock::now() < deadline) {
+    if (std::chrono::steady_clock::now() >= next_send) {
+      ASSERT_TRUE(t->send(std::span<const OutPacket>(&op, 1)).ok());
+      next_send += std::chrono::milliseconds(50);
+    }
+    pollfd p{raw, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = recv(raw, pkt.data(), pkt.size(), 0);
+    if (n < 28) continue;
+    const uint8_t* ip = pkt.data();
+    const uint8_t* udp = ip + 20;
+    if (load_be16(udp) != t->local_endpoint().udp_port || load_be16(udp + 2) != app.port) continue;
+    found = true;
+    EXPECT_EQ(load_be16(ip + 4), 0) << "IP ID";
+    EXPECT_EQ(load_be16(ip + 6), 0x4000) << "flags: DF, no fragment";
+    EXPECT_EQ(static_cast<size_t>(n), 28 + len);
+    EXPECT_TRUE(icrc::verify(std::span<const uint8_t>(ip, static_cast<size_t>(n))));
+  }
+  close(raw);
+  EXPECT_TRUE(found);
+}
+
+// Valid results and aborts pass; every other datagram is dropped under its own name.
+TEST(UdpTransport, ReceiveAcceptsValidResultsAndCountsEachRejection) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  Appliance app;
+  Appliance stranger(0x7F000009);  // 127.0.0.9: not a peer
+  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+  const Endpoint me = t->local_endpoint();
+  const std::vector<uint8_t> payload = {0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 64, 0, 0, 128, 64};
+
+  auto send = [&](const Appliance& from, wire::SumcastHeader h, uint32_t dest_qp, uint32_t qkey,
+                  const std::vector<uint8_t>& pl, bool corrupt = false) {
+    auto b = from.result(me, h, dest_qp, qkey, pl);
+    if (corrupt) b[wire::kRoceHeadersLen] ^= 1;
+    from.send_to(me, b);
+  };
+  wire::SumcastHeader good = result_header(1);
+  send(app, good, me.qpn, kQkey, payload);                    // 1 accepted
+  send(app, good, wire::kMulticastQpn, kQkey, payload);       // 2 accepted (multicast QPN)
+  send(app, good, me.qpn, kQkey, payload, /*corrupt=*/true);  // bad_icrc
+  send(app, good, me.qpn, kQkey + 1, payload);                // bad_qkey
+  wire::SumcastHeader other_job = good;
+  other_job.job_id = kJob + 1;
+  send(app, other_job, me.qpn, kQkey, payload);  // unknown_job
+  send(stranger, good, me.qpn, kQkey, payload);  // unknown_source
+  wire::SumcastHeader contrib = good;
+  contrib.type = wire::MsgType::kContribution;
+  send(app, contrib, me.qpn, kQkey, payload);           // not_result
+  send(app, good, me.qpn + 1, kQkey, payload);          // bad_dest_qp
+  send(app, result_header(0), me.qpn, kQkey, payload);  // bad_rank
+  wire::SumcastHeader int_job = good;
+  int_job.dtype = wire::Dtype::kInt32;
+  send(app, int_job, me.qpn, kQkey, payload);  // dtype_mismatch
+  wire::SumcastHeader max_job = good;
+  max_job.op = wire::ReduceOp::kMax;
+  send(app, max_job, me.qpn, kQkey, payload);  // op_mismatch
+  wire::SumcastHeader abort = good;
+  abort.type = wire::MsgType::kAbort;
+  abort.elem_count = 0;
+  abort.status = static_cast<uint8_t>(wire::AbortReason::kTimeout);
+  send(app, abort, me.qpn, kQkey, {});             // 3 accepted (abort)
+  app.send_to(me, std::vector<uint8_t>(8, 0x64));  // truncated_bth
+
+  std::vector<std::vector<uint8_t>> payloads;
+  auto got = receive_n(*t, 13, &payloads);
+  const TransportCounters& c = t->counters();
+  EXPECT_EQ(c.rx_packets, 13u);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(c.results, 2u);
+  EXPECT_EQ(c.aborts, 1u);
+  EXPECT_EQ(got[0].peer, 0u);
+  EXPECT_EQ(got[0].hdr.slot, 3);
+  EXPECT_EQ(got[0].hdr.round, 5u);
+  EXPECT_EQ(payloads[0], payload);
+  EXPECT_EQ(got[2].hdr.type, wire::MsgType::kAbort);
+  auto drops = [&](DropReason r) { return c.drops[static_cast<size_t>(r)]; };
+  EXPECT_EQ(drops(DropReason::kBadIcrc), 1u);
+  EXPECT_EQ(drops(DropReason::kBadQkey), 1u);
+  EXPECT_EQ(drops(DropReason::kUnknownJob), 1u);
+  EXPECT_EQ(drops(DropReason::kUnknownSource), 1u);
+  EXPECT_EQ(drops(DropReason::kNotResult), 1u);
+  EXPECT_EQ(drops(DropReason::kBadDestQp), 1u);
+  EXPECT_EQ(drops(DropReason::kBadRank), 1u);
+  EXPECT_EQ(drops(DropReason::kDtypeMismatch), 1u);
+  EXPECT_EQ(drops(DropReason::kOpMismatch), 1u);
+  EXPECT_EQ(drops(DropReason::kTruncatedBth), 1u);
+}
+
+// With verify_icrc off, a corrupted ICRC passes (for captures of NICs that compute it wrong).
+TEST(UdpTransport, IcrcCheckCanBeTurnedOff) {
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  o.verify_icrc = false;
+  auto t = UdpTransport::open(o);
+  ASSERT_TRUE(t.ok());
+  Appliance app;
+  ASSERT_TRUE((*t)->add_peer(peer_of(app)).ok());
+  const Endpoint me = (*t)->local_endpoint();
+  auto b = app.result(me, result_header(1), me.qpn, kQkey, std::vector<uint8_t>(16, 1));
+  b.back() ^= 0xFF;
+  app.send_to(me, b);
+  std::vector<std::vector<uint8_t>> payloads;
+  EXPECT_EQ(receive_n(**t, 1, &payloads).size(), 1u);
+}
+
+TEST(UdpTransport, DropReasonNamesMatchTheWireForStructuralReasons) {
+  EXPECT_STREQ(drop_reason_name(DropReason::kBadLength), wire::parse_error_name(wire::ParseError::kBadLength));
+  EXPECT_STREQ(drop_reason_name(DropReason::kBadIcrc), "bad_icrc");
+  EXPECT_STREQ(drop_reason_name(DropReason::kChunkMismatch), "chunk_mismatch");
+}
+
+}  // namespace
+}  // namespace sumcast::shim

@@ -1,0 +1,507 @@
+// sumcast-allreduce: all-reduce bandwidth through Sumcast appliances, in the manner of
+// nccl-tests' all_reduce_perf. Every rank runs this program (or several ranks run as threads of
+// one process with --local-ranks); rank 0 of the process prints one line per message size.
+//
+// Bus bandwidth. nccl-tests defines busbw = algbw * 2(n-1)/n for all-reduce, the traffic a ring
+// puts on each link. Through a summation service every byte crosses each host's link exactly once
+// in each direction (contribution up, result down), whatever n, so here busbw = algbw: it is the
+// figure to compare with the link's bandwidth, and with the ring's busbw.
+//
+// --check compares every result of every iteration with the exact answer computed locally from
+// the same deterministic, integer-valued inputs every rank generates (exact in any dtype while
+// |sum| stays representable: fp16 up to 512 ranks, bf16 up to 64).
+//
+// Exit status: 0 when every call succeeded and every check passed, 1 otherwise, 2 on bad usage.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sumcast/embedded/service.h"
+#include "sumcast/shim/address.h"
+#include "sumcast/shim/communicator.h"
+
+namespace {
+
+using sumcast::Status;
+using sumcast::shim::CommConfig;
+using sumcast::shim::Communicator;
+using sumcast::wire::Dtype;
+using sumcast::wire::ReduceOp;
+
+struct Options {
+  std::vector<sumcast::shim::ApplianceAddress> appliances;
+  std::string job = "sumcast-allreduce";
+  int rank = 0;
+  int world = 0;
+  int local_ranks = 1;
+  std::string token_file;
+  Dtype dtype = Dtype::kFp32;
+  ReduceOp op = ReduceOp::kSum;
+  uint64_t min_bytes = 4;
+  uint64_t max_bytes = 64ull << 20;
+  int iters = 20;
+  int warmup = 5;
+  bool check = false;
+  bool in_place = false;
+  bool json = false;
+  std::string bind_ip;
+  uint32_t payload = 1024;
+  uint32_t slots = 0;
+  uint32_t rto_us = 5000;
+  uint32_t retries = 100;
+  uint32_t op_timeout_ms = 30000;
+  std::string serve;  // "ip[:port]": host an embedded summation service here
+};
+
+void usage(FILE* f) {
+  std::fprintf(f,
+               "usage: sumcast-allreduce --appliance HOST:PORT[@WEIGHT]... --world N [--rank R] [options]\n"
+               "  --appliance HOST:PORT[@W]  control endpoint of an appliance (repeatable; weight W > 0,\n"
+               "                             default 1: each call's bytes are split in proportion)\n"
+               "  --job NAME                 job name, the same on every rank (default sumcast-allreduce)\n"
+               "  --rank R --world N         this process's (first) rank and the job's size\n"
+               "  --local-ranks K            run ranks R..R+K-1 as threads of this process (default 1)\n"
+               "  --token-file PATH          shared secret (first line); default $SUMCAST_TOKEN_FILE\n"
+               "  --dtype fp32|fp16|bf16|int32|fp64   (default fp32)\n"
+               "  --op sum|min|max           (default sum)\n"
+               "  --min-bytes B --max-bytes B  sizes, doubling (default 4 .. 64M; suffixes K, M, G)\n"
+               "  --iters N --warmup N       timed and untimed iterations per size (default 20, 5)\n"
+               "  --check                    verify every result exactly; count wrong elements\n"
+               "  --in-place                 send buffer = receive buffer (inputs rewritten each time)\n"
+               "  --bind IP                  local IPv4 for the data socket (default: route to appliance)\n"
+               "  --payload B --slots S      payload bytes per packet wanted (1024), window slots (0 = default)\n"
+               "  --rto-us U --retries N --op-timeout-ms T   reliability knobs (5000, 100, 30000)\n"
+               "  --serve IP[:PORT]          also host an embedded summation service (UDP 4791, control\n"
+               "                             PORT, default 4790) and use it when no --appliance is given\n"
+               "  --json                     print JSON lines instead of the table\n"
+               "busbw = algbw: through a summation service each byte crosses a host link once each way.\n");
+}
+
+bool parse_bytes(const char* s, uint64_t* out) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (end == s) return false;
+  uint64_t mult = 1;
+  if (*end == 'K' || *end == 'k')
+    mult = 1ull << 10, ++end;
+  else if (*end == 'M' || *end == 'm')
+    mult = 1ull << 20, ++end;
+  else if (*end == 'G' || *end == 'g')
+    mult = 1ull << 30, ++end;
+  if (*end != '\0') return false;
+  *out = v * mult;
+  return true;
+}
+
+bool parse_int(const char* s, long lo, long hi, long* out) {
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  if (end == s || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_dtype(const std::string& s, Dtype* d) {
+  for (int i = 0; i < sumcast::wire::kDtypeCount; ++i) {
+    if (s == sumcast::wire::dtype_name(static_cast<Dtype>(i))) {
+      *d = static_cast<Dtype>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parse_op(const std::string& s, ReduceOp* o) {
+  for (int i = 0; i < sumcast::wire::kReduceOpCount; ++i) {
+    if (s == sumcast::wire::reduce_op_name(static_cast<ReduceOp>(i))) {
+      *o = static_cast<ReduceOp>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Returns 0 on success, else the exit code (2) after printing why.
+int parse_args(int argc, char** argv, Options* o) {
+  auto need = [&](int& i) -> const char* {
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "sumcast-allreduce: %s needs a value\n", argv[i]);
+      return nullptr;
+    }
+    return argv[++i];
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* v = nullptr;
+    long n = 0;
+    bool ok = true;
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      std::exit(0);
+    } else if (a == "--check") {
+      o->check = true;
+    } else if (a == "--in-place") {
+      o->in_place = true;
+    } else if (a == "--json") {
+      o->json = true;
+    } else if ((v = need(i)) == nullptr) {
+      return 2;
+    } else if (a == "--appliance") {
+      std::string hp;
+      double w = 1;
+      Status st = sumcast::shim::split_weight(v, &hp, &w);
+      ok = st.ok();
+      if (ok) o->appliances.push_back({hp, w});
+    } else if (a == "--job") {
+      o->job = v;
+    } else if (a == "--rank") {
+      ok = parse_int(v, 0, 65534, &n), o->rank = static_cast<int>(n);
+    } else if (a == "--world") {
+      ok = parse_int(v, 1, 65535, &n), o->world = static_cast<int>(n);
+    } else if (a == "--local-ranks") {
+      ok = parse_int(v, 1, 1024, &n), o->local_ranks = static_cast<int>(n);
+    } else if (a == "--token-file") {
+      o->token_file = v;
+    } else if (a == "--dtype") {
+      ok = parse_dtype(v, &o->dtype);
+    } else if (a == "--op") {
+      ok = parse_op(v, &o->op);
+    } else if (a == "--min-bytes") {
+      ok = parse_bytes(v, &o->min_bytes);
+    } else if (a == "--max-bytes") {
+      ok = parse_bytes(v, &o->max_bytes);
+    } else if (a == "--iters") {
+      ok = parse_int(v, 1, 1000000, &n), o->iters = static_cast<int>(n);
+    } else if (a == "--warmup") {
+      ok = parse_int(v, 0, 1000000, &n), o->warmup = static_cast<int>(n);
+    } else if (a == "--bind") {
+      o->bind_ip = v;
+    } else if (a == "--payload") {
+      ok = parse_int(v, 2, 4096, &n), o->payload = static_cast<uint32_t>(n);
+    } else if (a == "--slots") {
+      ok = parse_int(v, 0, 65535, &n), o->slots = static_cast<uint32_t>(n);
+    } else if (a == "--rto-us") {
+      ok = parse_int(v, 1, 100000000, &n), o->rto_us = static_cast<uint32_t>(n);
+    } else if (a == "--retries") {
+      ok = parse_int(v, 0, 1000000000, &n), o->retries = static_cast<uint32_t>(n);
+    } else if (a == "--op-timeout-ms") {
+      ok = parse_int(v, 0, 100000000, &n), o->op_timeout_ms = static_cast<uint32_t>(n);
+    } else if (a == "--serve") {
+      o->serve = v;
+    } else {
+      std::fprintf(stderr, "sumcast-allreduce: unknown option %s\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "sumcast-allreduce: bad value for %s: '%s'\n", a.c_str(), v);
+      return 2;
+    }
+  }
+  if (o->world == 0) {
+    std::fprintf(stderr, "sumcast-allreduce: --world is required\n");
+    return 2;
+  }
+  if (o->rank + o->local_ranks > o->world) {
+    std::fprintf(stderr, "sumcast-allreduce: ranks %d..%d exceed --world %d\n", o->rank, o->rank + o->local_ranks - 1,
+                 o->world);
+    return 2;
+  }
+  if (o->appliances.empty() && o->serve.empty()) {
+    std::fprintf(stderr, "sumcast-allreduce: give --appliance (or --serve)\n");
+    return 2;
+  }
+  const size_t es = sumcast::wire::dtype_size(o->dtype);
+  o->min_bytes = std::max<uint64_t>(es, o->min_bytes / es * es);
+  if (o->max_bytes < o->min_bytes) o->max_bytes = o->min_bytes;
+  if (o->token_file.empty() && std::getenv("SUMCAST_TOKEN_FILE") != nullptr) {
+    o->token_file = std::getenv("SUMCAST_TOKEN_FILE");
+  }
+  return 0;
+}
+
+// ---- Deterministic inputs -----------------------------------------------------------------
+
+int input_value(int rank, uint64_t i, int salt) {
+  return static_cast<int>((i * 7 + static_cast<uint64_t>(rank) * 13 + static_cast<uint64_t>(salt)) % 9) - 4;
+}
+
+uint16_t half_of_int(int v) {  // exact for |v| <= 2048
+  if (v == 0) return 0;
+  const uint16_t sign = v < 0 ? 0x8000 : 0;
+  const auto a = static_cast<uint32_t>(v < 0 ? -v : v);
+  int e = 31 - __builtin_clz(a);
+  return static_cast<uint16_t>(sign | ((e + 15) << 10) | ((a << (10 - e)) & 0x3FF));
+}
+
+void store_int(Dtype d, uint8_t* p, int v) {
+  switch (d) {
+    case Dtype::kFp32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      return;
+    }
+    case Dtype::kFp64: {
+      const double x = v;
+      std::memcpy(p, &x, 8);
+      return;
+    }
+    case Dtype::kInt32: {
+      const int32_t x = v;
+      std::memcpy(p, &x, 4);
+      return;
+    }
+    case Dtype::kFp16: {
+      const uint16_t h = half_of_int(v);
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    case Dtype::kBf16: {  // exact for |v| <= 256: the high half of the fp32 bits
+      const float f = static_cast<float>(v);
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      const auto h = static_cast<uint16_t>(b >> 16);
+      std::memcpy(p, &h, 2);
+      return;
+    }
+  }
+}
+
+void fill_input(Dtype d, uint8_t* p, uint64_t count, int rank, int salt) {
+  const size_t es = sumcast::wire::dtype_size(d);
+  for (uint64_t i = 0; i < count; ++i) store_int(d, p + i * es, input_value(rank, i, salt));
+}
+
+void fill_expected(Dtype d, ReduceOp op, uint8_t* p, uint64_t count, int world, int salt) {
+  const size_t es = sumcast::wire::dtype_size(d);
+  for (uint64_t i = 0; i < count; ++i) {
+    int acc = input_value(0, i, salt);
+    for (int r = 1; r < world; ++r) {
+      const int x = input_value(r, i, salt);
+      acc = op == ReduceOp::kSum ? acc + x : op == ReduceOp::kMin ? std::min(acc, x) : std::max(acc, x);
+    }
+    store_int(d, p + i * es, acc);
+  }
+}
+
+uint64_t count_wrong(const uint8_t* got, const uint8_t* want, uint64_t count, size_t es) {
+  if (std::memcmp(got, want, count * es) == 0) return 0;
+  uint64_t wrong = 0;
+  for (uint64_t i = 0; i < count; ++i) wrong += std::memcmp(got + i * es, want + i * es, es) != 0;
+  return wrong;
+}
+
+// ---- Running ------------------------------------------------------------------------------
+
+struct Row {
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  double time_us = 0;
+  uint64_t wrong = 0;
+};
+
+struct Shared {
+  std::mutex mu;
+  std::vector<Row> rows;  // filled by the first local rank
+  std::atomic<bool> failed{false};
+  std::string first_error;
+  std::vector<std::pair<std::string, uint64_t>> stats;  // first local rank's counters
+  uint64_t total_wrong = 0;
+};
+
+void record_error(Shared* sh, int rank, const std::string& what) {
+  std::lock_guard<std::mutex> lock(sh->mu);
+  sh->failed = true;
+  if (sh->first_error.empty()) sh->first_error = "rank " + std::to_string(rank) + ": " + what;
+}
+
+void run_rank(const Options& o, const CommConfig& base, int rank, bool report, Shared* sh) {
+  CommConfig c = base;
+  c.rank = static_cast<uint16_t>(rank);
+  auto created = Communicator::create(c);
+  if (!created.ok()) {
+    record_error(sh, rank, created.status().to_string());
+    return;
+  }
+  Communicator& comm = **created;
+  const size_t es = sumcast::wire::dtype_size(o.dtype);
+  const uint64_t max_count = o.max_bytes / es;
+  std::vector<uint8_t> send(max_count * es), recv(max_count * es), want(o.check ? max_count * es : 0);
+  uint8_t barrier_buf[8] = {};
+  int salt = 0;
+  for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+    const uint64_t count = bytes / es;
+    ++salt;
+    fill_input(o.dtype, send.data(), count, rank, salt);
+    if (o.check) fill_expected(o.dtype, o.op, want.data(), count, o.world, salt);
+    Row row;
+    row.bytes = count * es;
+    row.count = count;
+    auto one = [&]() -> bool {
+      const void* src = o.in_place ? recv.data() : send.data();
+      Status st = comm.allreduce(src, recv.data(), count);
+      if (!st.ok()) {
+        record_error(sh, rank, "size " + std::to_string(row.bytes) + ": " + st.to_string());
+        return false;
+      }
+      return true;
+    };
+    for (int w = 0; w < o.warmup; ++w) {
+      if (o.in_place) fill_input(o.dtype, recv.data(), count, rank, salt);
+      if (!one()) return;
+    }
+    // A one-element all-reduce lines the ranks up before the timed loop.
+    if (Status st = comm.allreduce(barrier_buf, barrier_buf, 1); !st.ok()) {
+      record_error(sh, rank, st.to_string());
+      return;
+    }
+    double busy_us = 0;
+    for (int it = 0; it < o.iters; ++it) {
+      if (o.in_place) fill_input(o.dtype, recv.data(), count, rank, salt);  // not timed
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!one()) return;
+      busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (o.check) row.wrong += count_wrong(recv.data(), want.data(), count, es);
+    }
+    row.time_us = busy_us / o.iters;
+    {
+      std::lock_guard<std::mutex> lock(sh->mu);
+      sh->total_wrong += row.wrong;
+      if (report) sh->rows.push_back(row);
+    }
+    if (bytes > o.max_bytes / 2) break;  // no overflow past max
+  }
+  if (report) {
+    std::lock_guard<std::mutex> lock(sh->mu);
+    sh->stats = comm.stat_list();
+  }
+}
+
+std::string read_token(const std::string& path, std::string* error) {
+  std::ifstream f(path);
+  if (!f) {
+    *error = "cannot read token file " + path;
+    return "";
+  }
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (int rc = parse_args(argc, argv, &o); rc != 0) return rc;
+
+  std::string token;
+  if (!o.token_file.empty()) {
+    std::string err;
+    token = read_token(o.token_file, &err);
+    if (!err.empty()) {
+      std::fprintf(stderr, "sumcast-allreduce: %s\n", err.c_str());
+      return 2;
+    }
+  } else if (!o.serve.empty()) {
+    std::random_device rd;  // a service of our own: any secret will do
+    for (int i = 0; i < 32; ++i) token += "0123456789abcdef"[rd() % 16];
+  }
+
+  std::unique_ptr<sumcast::embedded::Service> service;
+  if (!o.serve.empty()) {
+    sumcast::embedded::ServiceOptions so;
+    const size_t colon = o.serve.find(':');
+    so.bind_ip = o.serve.substr(0, colon);
+    so.control_port = 4790;
+    if (colon != std::string::npos) so.control_port = static_cast<uint16_t>(std::atoi(o.serve.c_str() + colon + 1));
+    so.token = token;
+    so.max_ranks = std::max<uint32_t>(64, static_cast<uint32_t>(o.world));
+    auto s = sumcast::embedded::Service::start(so);
+    if (!s.ok()) {
+      std::fprintf(stderr, "sumcast-allreduce: %s\n", s.status().to_string().c_str());
+      return 1;
+    }
+    service = std::move(s).value();
+    if (o.appliances.empty()) o.appliances.push_back({service->control_address(), 1.0});
+  }
+
+  CommConfig base;
+  base.job_name = o.job;
+  base.world_size = static_cast<uint16_t>(o.world);
+  base.appliances = o.appliances;
+  base.token = token;
+  base.dtype = o.dtype;
+  base.op = o.op;
+  base.payload_bytes = o.payload;
+  base.slots = static_cast<uint16_t>(o.slots);
+  base.bind_ip = o.bind_ip;
+  base.rto_initial_us = o.rto_us;
+  base.rto_max_us = std::max<uint32_t>(o.rto_us, 200000);
+  base.retries = o.retries;
+  base.op_timeout_ms = o.op_timeout_ms;
+
+  const bool printer = o.rank == 0;
+  if (printer && !o.json) {
+    std::printf("# sumcast-allreduce: job %s, %d ranks (%d here), %s %s, %zu appliance(s), %s\n", o.job.c_str(),
+                o.world, o.local_ranks, sumcast::wire::dtype_name(o.dtype), sumcast::wire::reduce_op_name(o.op),
+                o.appliances.size(), o.in_place ? "in place" : "out of place");
+    std::printf("# busbw = algbw: through a summation service each byte crosses a host link once each way\n");
+    std::printf("#%11s %13s %6s %6s %11s %9s %9s %8s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
+                "#wrong");
+    std::printf("#%11s %13s %6s %6s %11s %9s %9s %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);
+  }
+
+  Shared sh;
+  std::vector<std::thread> threads;
+  for (int k = 0; k < o.local_ranks; ++k) {
+    threads.emplace_back(run_rank, std::cref(o), std::cref(base), o.rank + k, k == 0, &sh);
+  }
+  for (auto& t : threads) t.join();
+
+  if (printer) {
+    for (const Row& r : sh.rows) {
+      const double algbw = r.time_us > 0 ? static_cast<double>(r.bytes) / (r.time_us * 1e3) : 0;
+      if (o.json) {
+        std::printf("{\"size\":%" PRIu64 ",\"count\":%" PRIu64
+                    ",\"type\":\"%s\",\"redop\":\"%s\",\"time_us\":%.2f,"
+                    "\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%s,\"world\":%d}\n",
+                    r.bytes, r.count, sumcast::wire::dtype_name(o.dtype), sumcast::wire::reduce_op_name(o.op),
+                    r.time_us, algbw, algbw, o.check ? std::to_string(r.wrong).c_str() : "null", o.world);
+      } else {
+        std::printf(" %11" PRIu64 " %13" PRIu64 " %6s %6s %11.1f %9.3f %9.3f %8s\n", r.bytes, r.count,
+                    sumcast::wire::dtype_name(o.dtype), sumcast::wire::reduce_op_name(o.op), r.time_us, algbw, algbw,
+                    o.check ? std::to_string(r.wrong).c_str() : "N/A");
+      }
+    }
+    if (!o.json) {
+      std::printf("# counters of rank %d:", o.rank);
+      for (const auto& [name, value] : sh.stats) {
+        if (value != 0) std::printf(" %s=%" PRIu64, name.c_str(), value);
+      }
+      std::printf("\n");
+    }
+  }
+  if (sh.failed) {
+    std::fprintf(stderr, "sumcast-allreduce: %s\n", sh.first_error.c_str());
+    return 1;
+  }
+  if (sh.total_wrong != 0) {
+    std::fprintf(stderr, "sumcast-allreduce: %" PRIu64 " wrong elements\n", sh.total_wrong);
+    return 1;
+  }
+  return 0;
+}

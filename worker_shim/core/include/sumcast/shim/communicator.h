@@ -1,0 +1,184 @@
+// The worker side of a Sumcast job: registration with one or more appliances, the packetizer,
+// the per-slot window and retransmission timers (docs/protocol.md §7; DESIGN.md §3, §5).
+//
+// Chunking. An all-reduce of N elements is split over the appliances in proportion to their
+// bandwidth weights: contiguous element ranges, computed from the weights alone, so every rank
+// splits identically (never by hash). Each appliance has its own job registration, slot count
+// S and payload size P; its range is cut into chunks of P / dtype-size elements. Chunk j of the
+// range uses the appliance's next chunk index g = base + j (base counts all chunks ever sent to
+// that appliance by this communicator), slot g mod S and round g div S: each slot's round counter
+// advances by one per use, so the (slot, round) a chunk gets depends only on the sequence of calls
+// and their sizes. All ranks must therefore make the same calls, with the same counts, in the same
+// order. The header carries coll_seq (the call's sequence number, from 0) and elem_offset (the
+// chunk's first element in the call's buffer).
+//
+// Window. A slot carries one chunk at a time: chunk g + S is sent when chunk g's result arrived.
+// Results are written straight into the receive buffer; a result that is not what the slot has
+// outstanding is dropped (counted), a repeat of the slot's last completed round is a duplicate.
+// Each outstanding chunk keeps its packet bytes, so retransmissions resend exactly what was sent,
+// and an in-place call (send == recv) is safe: a chunk's contribution is copied into its packet
+// before its result can arrive.
+//
+// Timers. A chunk's first timeout is the appliance's current RTO: rto_initial_us until round
+// trips were measured, then max(floor, SRTT + 4 RTTVAR) (RFC 6298 estimators, sampled only from
+// chunks sent once), at most rto_max_us, where the floor starts at rto_initial_us, grows by half
+// with every spurious retransmission (a retransmitted chunk answered twice) and decays slowly; each expiry resends and
+// doubles it, up to rto_max_us. An expired chunk is presumed lost only when a chunk sent after it was answered;
+// otherwise the appliance or a peer rank is stalled (descheduled, late to the call), not losing
+// packets: then only the oldest such chunk is resent, as a probe, and the other expired timers
+// just back off, so a stall does not turn into a window's worth of useless retransmissions.
+//
+// Failure. A chunk not answered after `retries` retransmissions, no result from an appliance for
+// op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path),
+// or a transport error fails the communicator: every pending call completes with that error (its
+// message names the appliance), and so does every later call. Create a new communicator to go on.
+//
+// Progress. There is no background thread: the window moves only inside allreduce(), test() and
+// wait(). Several calls may be outstanding (start_allreduce); their chunks share the window, in
+// call order.
+//
+// Thread safety: one thread at a time per communicator. Distinct communicators are independent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sumcast/shim/control_client.h"
+#include "sumcast/shim/transport.h"
+#include "sumcast/status.h"
+#include "sumcast/wire/format.h"
+
+namespace sumcast::shim {
+
+struct ApplianceAddress {
+  std::string address;  // control endpoint "host:port" (host: dotted quad or name)
+  double weight = 1.0;  // share of each call's bytes, relative to the other appliances; > 0
+};
+
+enum class TransportKind : uint8_t {
+  kUdp = 0,    // kernel UDP socket, software ICRC (udp_transport.h)
+  kVerbs = 1,  // rdma-core UD QP on a RoCEv2 NIC (verbs_transport.h: mind its limits)
+};
+
+struct CommConfig {
+  std::string job_name;                      // ranks of one job use the same name (1..64 bytes)
+  uint16_t rank = 0;                         // 0..world_size-1
+  uint16_t world_size = 0;                   // >= 1
+  std::vector<ApplianceAddress> appliances;  // at least one; same list and order on every rank
+  std::string token;                         // the appliances' shared secret
+  wire::Dtype dtype = wire::Dtype::kFp32;
+  wire::ReduceOp op = wire::ReduceOp::kSum;
+  uint32_t payload_bytes = 1024;         // payload per packet wanted (the grant may be smaller), 8..4096
+  uint16_t slots = 0;                    // window slots wanted per appliance; 0: the appliance's default
+  std::string bind_ip;                   // local IPv4; "": the address the kernel uses toward the first appliance
+  uint16_t udp_port = 0;                 // local UDP port; 0: ephemeral
+  uint32_t rto_initial_us = 5000;        // first retransmission timeout of a chunk (5 ms suits loopback/veth)
+  uint32_t rto_max_us = 200000;          // back-off cap
+  uint32_t retries = 100;                // retransmissions per chunk before failing; 0: unlimited
+  uint32_t op_timeout_ms = 30000;        // no result for this long while chunks are outstanding fails; 0: none
+  uint32_t connect_timeout_ms = 10000;   // TCP connect + authentication, per appliance
+  uint32_t register_timeout_ms = 60000;  // waiting for all ranks to register, per appliance
+  bool verify_icrc = true;               // check the ICRC of every result (UDP transport)
+  TransportKind transport = TransportKind::kUdp;
+  std::string rdma_device;  // verbs: device name; "": the one whose GID table holds bind_ip
+  // Test seam: when set, the communicator's transport is passed through this (a decorator that
+  // drops, duplicates or reorders); the returned transport is used instead.
+  std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)> wrap_transport;
+};
+
+// What one appliance granted this rank.
+struct ApplianceInfo {
+  std::string address;  // as configured
+  double weight = 1.0;
+  JobGrant grant;
+  uint32_t chunk_elems = 0;  // elements per packet
+};
+
+struct CommStats {
+  uint64_t calls = 0;                     // all-reduce calls started
+  uint64_t chunks = 0;                    // chunks sent (first transmissions)
+  uint64_t retransmissions = 0;           // RTO expiries that resent a chunk
+  uint64_t silent_backoffs = 0;           // RTO expiries that only backed off: a stall, not a loss (see Timers)
+  uint64_t results = 0;                   // results accepted and written
+  uint64_t duplicates = 0;                // results for a chunk already completed
+  uint64_t spurious_retransmissions = 0;  // duplicates of retransmitted chunks: the RTO was too short
+  TransportCounters transport;            // drops[] includes the communicator's own reasons
+};
+
+class Communicator {
+ public:
+  // Opens the transport, registers with every appliance in order (blocking until all ranks did,
+  // or register_timeout_ms) and sets up the window.
+  static Result<std::unique_ptr<Communicator>> create(const CommConfig& config);
+  // Leaves every job cleanly (best effort); pending calls are abandoned (their buffers are no
+  // longer touched).
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // Blocking all-reduce of `count` elements of the communicator's dtype. `send` may equal `recv`
+  // (in place); otherwise the buffers must not overlap. Both must stay valid until it returns.
+  Status allreduce(const void* send, void* recv, size_t count);
+  // Starts an all-reduce; returns its request id. Buffers must stay valid until test() reports
+  // it done or wait() returns.
+  Result<uint64_t> start_allreduce(const void* send, void* recv, size_t count);
+  // Makes progress without blocking. Returns true when request `id` finished; then `*status`
+  // holds its outcome and the id is released. An unknown id finishes with InvalidArgument.
+  bool test(uint64_t id, Status* status);
+  // Blocks until request `id` finished; returns its outcome and releases the id.
+  Status wait(uint64_t id);
+
+  // OK, or the error that failed the communicator.
+  const Status& health() const { return failed_; }
+  CommStats stats() const;
+  // Counters as (name, value) pairs, for tools and the C API.
+  std::vector<std::pair<std::string, uint64_t>> stat_list() const;
+  const std::vector<ApplianceInfo>& appliances() const { return infos_; }
+  const Transport& transport() const { return *transport_; }
+  const CommConfig& config() const { return config_; }
+
+ private:
+  struct Op;
+  struct Slot;
+  struct Appliance;
+
+  explicit Communicator(const CommConfig& config);
+  Status init();
+  void issue(Appliance& a, uint64_t g, uint64_t now);
+  void on_received(uint64_t now);
+  void update_rto(Appliance& a, uint64_t sample_ns);
+  void check_timers(uint64_t now);
+  void poll_control();
+  // One round of progress; blocks up to `timeout_ms` (0: not at all) when nothing happened.
+  void progress(int timeout_ms);
+  void flush_tx();
+  void fail(Status status);
+  void complete(Op& op);
+  Op* find(uint64_t id);
+  void release(uint64_t id);
+  std::string where(const Appliance& a) const;
+
+  CommConfig config_;
+  size_t elem_size_ = 0;
+  std::unique_ptr<Transport> transport_;
+  std::vector<std::unique_ptr<Appliance>> apps_;
+  std::vector<ApplianceInfo> infos_;
+  std::deque<std::unique_ptr<Op>> ops_;  // started and not yet released, in call order
+  uint64_t next_id_ = 1;
+  uint32_t next_coll_seq_ = 0;
+  Status failed_;
+  CommStats stats_;
+  uint64_t comm_drops_[kDropReasonCount] = {};
+  std::vector<OutPacket> tx_;  // packets queued for the next flush
+  std::vector<Received> rx_;
+  uint64_t next_deadline_ns_ = 0;  // earliest RTO or op-timeout check
+  uint64_t next_control_poll_ns_ = 0;
+};
+
+}  // namespace sumcast::shim

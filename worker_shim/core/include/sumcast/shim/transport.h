@@ -1,0 +1,117 @@
+// The worker's data transport: builds Sumcast packets for appliances, sends them in batches and
+// receives the appliances' results and aborts, validated. Implementations: UdpTransport (kernel
+// UDP socket, software ICRC), a verbs UD transport where rdma-core is present, and test
+// decorators (loss, duplication, reordering).
+//
+// A transport knows its peers (one per appliance job registration) and checks every received
+// packet against them (source, job id, Q_Key, destination QP, rank, dtype, op) before handing it
+// on; the communicator checks slots, rounds and ranges. Every rejected packet is counted by reason.
+//
+// Thread safety: one thread at a time per transport (the communicator's).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "sumcast/shim/control_client.h"
+#include "sumcast/status.h"
+#include "sumcast/wire/format.h"
+#include "sumcast/wire/packet.h"
+
+namespace sumcast::shim {
+
+// Why the worker dropped a received packet. The wire's structural reasons come first, in
+// wire::ParseError order; the transport counts those up to kDtypeMismatch, the communicator the rest.
+#define SUMCAST_SHIM_DROP_REASONS(X)                                                     \
+  SUMCAST_PARSE_ERRORS(X)                                                                \
+  X(kTruncated, "truncated") /* datagram larger than the receive buffer */               \
+  X(kBadIcrc, "bad_icrc")                                                                \
+  X(kUnknownSource, "unknown_source") /* source IPv4 is no appliance of ours */          \
+  X(kUnknownJob, "unknown_job")       /* no job of ours with that id at that source */   \
+  X(kBadQkey, "bad_qkey")                                                                \
+  X(kNotResult, "not_result")  /* a contribution sent to a worker */                     \
+  X(kBadDestQp, "bad_dest_qp") /* BTH DestQP is neither ours nor multicast */            \
+  X(kBadRank, "bad_rank")      /* addressed to another rank */                           \
+  X(kDtypeMismatch, "dtype_mismatch")                                                    \
+  X(kOpMismatch, "op_mismatch")                                                          \
+  X(kBadSlot, "bad_slot")             /* slot >= the job's slot count */                 \
+  X(kStaleRound, "stale_round")       /* round neither outstanding nor just completed */ \
+  X(kChunkMismatch, "chunk_mismatch") /* offset/count/coll_seq not what was sent */
+
+enum class DropReason : uint8_t {
+#define SUMCAST_X(name, str) name,
+  SUMCAST_SHIM_DROP_REASONS(SUMCAST_X)
+#undef SUMCAST_X
+      kCount
+};
+inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
+const char* drop_reason_name(DropReason r);
+
+struct TransportCounters {
+  uint64_t tx_packets = 0;  // handed to the network
+  uint64_t tx_bytes = 0;    // UDP payload bytes (BTH..ICRC)
+  uint64_t tx_dropped = 0;  // not sent: socket buffer full after a bounded wait (the RTO resends)
+  uint64_t rx_packets = 0;  // received, before validation
+  uint64_t rx_bytes = 0;
+  uint64_t results = 0;  // valid results handed to the communicator
+  uint64_t aborts = 0;   // valid abort messages handed to the communicator
+  uint64_t drops[kDropReasonCount] = {};
+};
+
+// One appliance job this rank takes part in.
+struct PeerSpec {
+  uint32_t ip = 0;  // appliance data IPv4, host order
+  uint16_t udp_port = wire::kRoceUdpPort;
+  uint8_t mac[6] = {};
+  uint32_t job_id = 0;
+  uint32_t qkey = 0;
+  uint16_t rank = 0;  // this worker's rank in the job
+  wire::Dtype dtype = wire::Dtype::kFp32;
+  wire::ReduceOp op = wire::ReduceOp::kSum;
+};
+
+// A packet to send: `data` was written by build() for `peer`.
+struct OutPacket {
+  uint32_t peer = 0;
+  const uint8_t* data = nullptr;
+  uint32_t len = 0;
+};
+
+// A validated result or abort. `payload` stays valid until the next receive() call.
+struct Received {
+  uint32_t peer = 0;
+  wire::SumcastHeader hdr;
+  const uint8_t* payload = nullptr;
+  uint32_t payload_len = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Where results reach this worker (register it with the appliance).
+  virtual Endpoint local_endpoint() const = 0;
+  // Adds an appliance job; returns its peer index (0, 1, ...).
+  virtual Result<uint32_t> add_peer(const PeerSpec& spec) = 0;
+  // Bytes build() needs for a payload of `payload_len` bytes.
+  virtual size_t packet_capacity(size_t payload_len) const = 0;
+  // Writes the packet carrying `hdr` and `payload_len` = hdr.elem_count * dtype size bytes of
+  // `payload` for `peer` into `buf` (packet_capacity bytes); returns its length. Never fails.
+  virtual size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
+                       const uint8_t* payload) = 0;
+  // Sends the packets (batched). A packet the network would not take is counted in tx_dropped
+  // (the sender's retransmission timer covers it); an error means the transport is unusable.
+  virtual Status send(std::span<const OutPacket> packets) = 0;
+  // Non-blocking: fills `out` with validated packets; returns how many.
+  virtual size_t receive(std::span<Received> out) = 0;
+  // A file descriptor that becomes readable when receive() may return something; -1 if none
+  // (callers then poll receive()).
+  virtual int wait_fd() const = 0;
+  virtual const TransportCounters& counters() const = 0;
+  // "udp 10.0.0.2:40123" — for messages.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace sumcast::shim

@@ -1,0 +1,77 @@
+// The kernel UDP transport: one unconnected UDP socket bound to a local IPv4 address and port.
+// Sends BTH | DETH | Sumcast header | payload | ICRC as the UDP payload; the ICRC is computed in
+// software over the IPv4/UDP headers the kernel will write (docs/protocol.md §2.2): the socket
+// sets IP_PMTU_DISCOVER = IP_PMTUDISC_DO, so every datagram leaves with DF set and, being sent
+// from an unconnected socket, IP ID 0. That is why the socket must be bound to a specific address:
+// the ICRC covers the source IPv4. Results are verified the same way (appliance address ->
+// our address, ID 0, DF). Batches use sendmmsg/recvmmsg.
+//
+// Thread safety: one thread at a time.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sumcast/shim/transport.h"
+
+namespace sumcast::shim {
+
+struct UdpTransportOptions {
+  uint32_t bind_ip = 0;               // host order; required (not 0.0.0.0: the ICRC covers it)
+  uint16_t port = 0;                  // 0: an ephemeral port, see local_endpoint()
+  uint32_t qpn = 0;                   // our QPN (DETH source QP; results' DestQP); 0: 0x010000 | port
+  uint32_t batch = 64;                // datagrams per sendmmsg/recvmmsg, 1..1024
+  int socket_buffer_bytes = 8 << 20;  // SO_SNDBUF/SO_RCVBUF (forced when privileged)
+  bool verify_icrc = true;            // check the ICRC of every result
+  uint32_t send_wait_ms = 10;         // when the socket buffer is full, wait this long for room
+};
+
+class UdpTransport final : public Transport {
+ public:
+  static Result<std::unique_ptr<UdpTransport>> open(const UdpTransportOptions& options);
+  ~UdpTransport() override;
+  UdpTransport(const UdpTransport&) = delete;
+  UdpTransport& operator=(const UdpTransport&) = delete;
+
+  Endpoint local_endpoint() const override;
+  Result<uint32_t> add_peer(const PeerSpec& spec) override;
+  size_t packet_capacity(size_t payload_len) const override;
+  size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
+               const uint8_t* payload) override;
+  Status send(std::span<const OutPacket> packets) override;
+  size_t receive(std::span<Received> out) override;
+  int wait_fd() const override { return fd_; }
+  const TransportCounters& counters() const override { return counters_; }
+  std::string describe() const override;
+
+ private:
+  struct Peer {
+    PeerSpec spec;
+    sockaddr_in addr;
+  };
+  explicit UdpTransport(const UdpTransportOptions& options);
+  void drop(DropReason r) { ++counters_.drops[static_cast<size_t>(r)]; }
+
+  UdpTransportOptions options_;
+  int fd_ = -1;
+  uint32_t ip_ = 0;
+  uint16_t port_ = 0;
+  uint32_t qpn_ = 0;
+  std::vector<Peer> peers_;
+  TransportCounters counters_;
+  // Receive batch: one buffer of kRxBufLen bytes per datagram.
+  std::vector<uint8_t> rx_mem_;
+  std::vector<mmsghdr> rx_msgs_;
+  std::vector<iovec> rx_iov_;
+  std::vector<sockaddr_in> rx_addr_;
+  // Send batch.
+  std::vector<mmsghdr> tx_msgs_;
+  std::vector<iovec> tx_iov_;
+};
+
+}  // namespace sumcast::shim

@@ -1,0 +1,59 @@
+// The verbs transport: an rdma-core Unreliable Datagram QP on a RoCEv2 NIC. The NIC builds and
+// checks BTH, DETH and the ICRC; the message is Sumcast header | payload (docs/protocol.md §3).
+// Results are received on the same QP; the NIC drops frames whose Q_Key is not the QP's.
+//
+// Built only where libibverbs is found (otherwise open() returns Unavailable). Limits, as
+// docs/protocol.md "Known gaps" 2 and 3 say: the NIC picks the UDP source port of what the QP
+// sends, which today's appliance source check rejects; and payload_bytes must leave room for the
+// 32-byte Sumcast header within the path's RoCE MTU. One QP carries one Q_Key, so all peers of
+// one transport must share it (one appliance per communicator, in practice).
+//
+// Thread safety: one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sumcast/shim/transport.h"
+
+namespace sumcast::shim {
+
+struct VerbsTransportOptions {
+  std::string device;           // RDMA device name ("mlx5_0"); "": the first with bind_ip in its GID table
+  uint8_t port = 1;             // device port
+  uint32_t bind_ip = 0;         // our IPv4 (host order): selects the RoCEv2 GID; required
+  uint32_t send_depth = 512;    // send queue entries (and send buffers)
+  uint32_t recv_depth = 1024;   // posted receive buffers
+  uint32_t max_payload = 4096;  // largest payload per message
+};
+
+// True when this build has the verbs transport (libibverbs was found).
+bool verbs_transport_built();
+
+class VerbsTransport final : public Transport {
+ public:
+  static Result<std::unique_ptr<VerbsTransport>> open(const VerbsTransportOptions& options);
+  ~VerbsTransport() override;
+  VerbsTransport(const VerbsTransport&) = delete;
+  VerbsTransport& operator=(const VerbsTransport&) = delete;
+
+  Endpoint local_endpoint() const override;
+  Result<uint32_t> add_peer(const PeerSpec& spec) override;
+  size_t packet_capacity(size_t payload_len) const override;
+  size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
+               const uint8_t* payload) override;
+  Status send(std::span<const OutPacket> packets) override;
+  size_t receive(std::span<Received> out) override;
+  int wait_fd() const override { return -1; }  // completions are polled
+  const TransportCounters& counters() const override;
+  std::string describe() const override;
+
+  struct Impl;
+
+ private:
+  explicit VerbsTransport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sumcast::shim

@@ -1,0 +1,279 @@
+#include "sumcast/shim/udp_transport.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sumcast/icrc/icrc.h"
+#include "sumcast/shim/address.h"
+
+namespace sumcast::shim {
+namespace {
+
+// A received datagram is at most BTH..ICRC of the largest payload; one more byte detects larger.
+constexpr size_t kRxBufLen = wire::roce_len(wire::kMaxPayloadBytes) + 64;
+
+void set_buffer(int fd, int force_opt, int opt, int bytes) {
+  if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) != 0) {
+    (void)setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));  // best effort, capped by rmem_max
+  }
+}
+
+}  // namespace
+
+UdpTransport::UdpTransport(const UdpTransportOptions& options) : options_(options) {}
+
+UdpTransport::~UdpTransport() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptions& options) {
+  if (options.bind_ip == 0) {
+    return Status::invalid_argument("UDP transport needs a specific local IPv4 address (the ICRC covers it)");
+  }
+  if (options.batch == 0 || options.batch > 1024) {
+    return Status::invalid_argument("UDP transport batch must be 1..1024, got " + std::to_string(options.batch));
+  }
+  std::unique_ptr<UdpTransport> t(new UdpTransport(options));
+  t->fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (t->fd_ < 0) return Status::from_errno("socket(AF_INET, SOCK_DGRAM)");
+  const int pmtu = IP_PMTUDISC_DO;  // DF on every datagram, so the kernel writes IP ID 0
+  if (setsockopt(t->fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) {
+    return Status::from_errno("setsockopt(IP_MTU_DISCOVER, IP_PMTUDISC_DO)");
+  }
+  set_buffer(t->fd_, SO_RCVBUFFORCE, SO_RCVBUF, options.socket_buffer_bytes);
+  set_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  me.sin_port = htons(options.port);
+  me.sin_addr.s_addr = htonl(options.bind_ip);
+  if (bind(t->fd_, reinterpret_cast<const sockaddr*>(&me), sizeof(me)) != 0) {
+    return Status::from_errno("bind UDP " + format_ipv4(options.bind_ip) + ":" + std::to_string(options.port));
+  }
+  socklen_t len = sizeof(me);
+  if (getsockname(t->fd_, reinterpret_cast<sockaddr*>(&me), &len) != 0) return Status::from_errno("getsockname");
+  t->ip_ = options.bind_ip;
+  t->port_ = ntohs(me.sin_port);
+  t->qpn_ = options.qpn != 0 ? (options.qpn & 0xFFFFFF) : (0x010000u | t->port_);
+
+  const size_t b = options.batch;
+  t->rx_mem_.resize(b * kRxBufLen);
+  t->rx_msgs_.resize(b);
+  t->rx_iov_.resize(b);
+  t->rx_addr_.resize(b);
+  for (size_t i = 0; i < b; ++i) {
+    t->rx_iov_[i] = {t->rx_mem_.data() + i * kRxBufLen, kRxBufLen};
+    std::memset(&t->rx_msgs_[i], 0, sizeof(mmsghdr));
+  }
+  t->tx_msgs_.resize(b);
+  t->tx_iov_.resize(b);
+  return t;
+}
+
+Endpoint UdpTransport::local_endpoint() const {
+  Endpoint e;
+  mac_of_local_ip(ip_, e.mac);
+  e.ip = ip_;
+  e.udp_port = port_;
+  e.qpn = qpn_;
+  return e;
+}
+
+Result<uint32_t> UdpTransport::add_peer(const PeerSpec& spec) {
+  if (spec.ip == 0 || spec.udp_port == 0) {
+    return Status::invalid_argument("appliance data endpoint " + format_ipv4(spec.ip) + ":" +
+                                    std::to_string(spec.udp_port) + " is not usable");
+  }
+  Peer p{spec, {}};
+  p.addr.sin_family = AF_INET;
+  p.addr.sin_port = htons(spec.udp_port);
+  p.addr.sin_addr.s_addr = htonl(spec.ip);
+  peers_.push_back(p);
+  return static_cast<uint32_t>(peers_.size() - 1);
+}
+
+size_t UdpTransport::packet_capacity(size_t payload_len) const { return wire::roce_len(payload_len); }
+
+size_t UdpTransport::build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
+                           const uint8_t* payload) {
+  const Peer& p = peers_[peer];
+  const size_t payload_len = size_t{hdr.elem_count} * wire::dtype_size(hdr.dtype);
+  wire::Addressing a;
+  a.dest_qp = dest_qp;
+  a.src_qp = qpn_;
+  a.qkey = p.spec.qkey;
+  a.psn = psn;
+  wire::write_roce_headers(buf, a, hdr, payload_len);
+  std::memcpy(buf + wire::kRoceHeadersLen, payload, payload_len);
+  const size_t len = wire::roce_len(payload_len);
+  std::memset(buf + wire::kRoceHeadersLen + payload_len, 0, len - wire::kRoceHeadersLen - payload_len);
+  icrc::UdpFields f;
+  f.src_ip = ip_;
+  f.dst_ip = p.spec.ip;
+  f.src_port = port_;
+  f.dst_port = p.spec.udp_port;
+  f.ip_id = 0;
+  f.dont_fragment = true;
+  icrc::stamp_udp(f, std::span<uint8_t>(buf, len));
+  return len;
+}
+
+Status UdpTransport::send(std::span<const OutPacket> packets) {
+  size_t done = 0;
+  bool waited = false;
+  while (done < packets.size()) {
+    const size_t n = std::min<size_t>(packets.size() - done, tx_msgs_.size());
+    for (size_t i = 0; i < n; ++i) {
+      const OutPacket& o = packets[done + i];
+      tx_iov_[i] = {const_cast<uint8_t*>(o.data), o.len};
+      mmsghdr& m = tx_msgs_[i];
+      std::memset(&m, 0, sizeof(m));
+      m.msg_hdr.msg_name = &peers_[o.peer].addr;
+      m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      m.msg_hdr.msg_iov = &tx_iov_[i];
+      m.msg_hdr.msg_iovlen = 1;
+    }
+    const int rc = sendmmsg(fd_, tx_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
+    if (rc > 0) {
+      for (int i = 0; i < rc; ++i) {
+        ++counters_.tx_packets;
+        counters_.tx_bytes += packets[done + static_cast<size_t>(i)].len;
+      }
+      done += static_cast<size_t>(rc);
+      waited = false;
+      continue;
+    }
+    const int err = errno;
+    if (rc < 0 && err == EINTR) continue;
+    if (rc < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)) {
+      if (!waited) {  // socket buffer full: wait (bounded) for room once, then count the rest as lost
+        pollfd pfd{fd_, POLLOUT, 0};
+        (void)poll(&pfd, 1, static_cast<int>(options_.send_wait_ms));
+        waited = true;
+        continue;
+      }
+      ++counters_.tx_dropped;
+      ++done;
+      continue;
+    }
+    const OutPacket& o = packets[done];
+    return Status::from_errno(describe() + ": sendmmsg of " + std::to_string(o.len) + " bytes to " +
+                                  format_ipv4(peers_[o.peer].spec.ip) + ":" +
+                                  std::to_string(peers_[o.peer].spec.udp_port),
+                              err);
+  }
+  return {};
+}
+
+size_t UdpTransport::receive(std::span<Received> out) {
+  if (out.empty()) return 0;
+  const size_t want = std::min(out.size(), rx_msgs_.size());
+  for (size_t i = 0; i < want; ++i) {
+    msghdr& h = rx_msgs_[i].msg_hdr;
+    h.msg_name = &rx_addr_[i];
+    h.msg_namelen = sizeof(sockaddr_in);
+    h.msg_iov = &rx_iov_[i];
+    h.msg_iovlen = 1;
+    h.msg_control = nullptr;
+    h.msg_controllen = 0;
+    h.msg_flags = 0;
+  }
+  int rc;
+  do {
+    rc = recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+  } while (rc < 0 && errno == EINTR);
+  if (rc <= 0) return 0;
+  size_t n = 0;
+  for (int i = 0; i < rc; ++i) {
+    const uint8_t* data = rx_mem_.data() + static_cast<size_t>(i) * kRxBufLen;
+    const size_t len = rx_msgs_[i].msg_len;
+    ++counters_.rx_packets;
+    counters_.rx_bytes += len;
+    if ((rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len >= kRxBufLen) {
+      drop(DropReason::kTruncated);
+      continue;
+    }
+    wire::ParsedPacket pp;
+    const wire::ParseError pe = wire::parse_roce(std::span<const uint8_t>(data, len), &pp);
+    if (pe != wire::ParseError::kOk) {
+      drop(static_cast<DropReason>(pe));
+      continue;
+    }
+    const uint32_t src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
+    const uint16_t src_port = ntohs(rx_addr_[i].sin_port);
+    bool known_source = false;
+    int peer = -1;
+    for (size_t p = 0; p < peers_.size(); ++p) {
+      if (peers_[p].spec.ip != src_ip) continue;
+      known_source = true;
+      if (peers_[p].spec.job_id != pp.hdr.job_id) continue;
+      // Several appliances may share an address (embedded services); prefer the port match.
+      if (peer < 0 || peers_[p].spec.udp_port == src_port) peer = static_cast<int>(p);
+    }
+    if (!known_source) {
+      drop(DropReason::kUnknownSource);
+      continue;
+    }
+    if (peer < 0) {
+      drop(DropReason::kUnknownJob);
+      continue;
+    }
+    const PeerSpec& ps = peers_[static_cast<size_t>(peer)].spec;
+    if (pp.qkey != ps.qkey) {
+      drop(DropReason::kBadQkey);
+      continue;
+    }
+    if (options_.verify_icrc) {
+      icrc::UdpFields f;
+      f.src_ip = src_ip;
+      f.dst_ip = ip_;
+      f.src_port = src_port;
+      f.dst_port = port_;
+      f.ip_id = 0;
+      f.dont_fragment = true;
+      if (!icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+        drop(DropReason::kBadIcrc);
+        continue;
+      }
+    }
+    if (pp.hdr.type == wire::MsgType::kContribution) {
+      drop(DropReason::kNotResult);
+      continue;
+    }
+    if (pp.dest_qp != qpn_ && pp.dest_qp != wire::kMulticastQpn) {
+      drop(DropReason::kBadDestQp);
+      continue;
+    }
+    if (pp.hdr.type == wire::MsgType::kResult) {
+      if (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast) {
+        drop(DropReason::kBadRank);
+        continue;
+      }
+      if (pp.hdr.dtype != ps.dtype) {
+        drop(DropReason::kDtypeMismatch);
+        continue;
+      }
+      if (pp.hdr.op != ps.op) {
+        drop(DropReason::kOpMismatch);
+        continue;
+      }
+      ++counters_.results;
+    } else {
+      ++counters_.aborts;
+    }
+    Received& r = out[n++];
+    r.peer = static_cast<uint32_t>(peer);
+    r.hdr = pp.hdr;
+    r.payload = pp.payload;
+    r.payload_len = static_cast<uint32_t>(pp.payload_len);
+  }
+  return n;
+}
+
+std::string UdpTransport::describe() const { return "udp " + format_ipv4(ip_) + ":" + std::to_string(port_); }
+
+}  // namespace sumcast::shim

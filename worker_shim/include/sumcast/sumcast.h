@@ -1,0 +1,180 @@
+/* libsumcast: all-reduce through Sumcast summation appliances. C API.
+ *
+ * A communicator (sumcast_comm) is one rank's membership in one job: it registers with every
+ * configured appliance (TCP control connection, shared-token authentication), then sends its
+ * data as RoCEv2 packets over a kernel UDP socket and receives the summed results.
+ *
+ *   sumcast_config cfg;
+ *   sumcast_config_init(&cfg);
+ *   cfg.job_name = "resnet"; cfg.rank = r; cfg.world_size = n;
+ *   sumcast_appliance app = {"10.0.0.1:4790", 1.0};
+ *   cfg.appliances = &app; cfg.appliance_count = 1;
+ *   cfg.auth_token = token; cfg.dtype = SUMCAST_FP32; cfg.op = SUMCAST_SUM;
+ *   sumcast_comm* comm;
+ *   if (sumcast_comm_create(&cfg, &comm) != SUMCAST_OK) puts(sumcast_last_error(NULL));
+ *   if (sumcast_allreduce(comm, grads, grads, n_elems) != SUMCAST_OK) puts(sumcast_last_error(comm));
+ *   sumcast_comm_destroy(comm);
+ *
+ * Rules every rank must follow. All ranks of a job use the same job name, appliance list (same
+ * order, same weights), dtype, op and payload size, and make the same sequence of calls with the
+ * same element counts: chunk numbering is derived from that sequence, so ranks that diverge
+ * corrupt each other's results or time out.
+ *
+ * Errors. No function aborts the process or throws. Every function that can fail returns a
+ * sumcast_result; the message of the last failure on a communicator is sumcast_last_error(comm)
+ * (valid until the next call on that communicator), and a failed sumcast_comm_create leaves its
+ * message in sumcast_last_error(NULL) (per thread). Once a call failed with SUMCAST_ERR_TIMEOUT,
+ * SUMCAST_ERR_ABORTED or SUMCAST_ERR_IO, the communicator is dead: every pending and later call
+ * returns the same error; destroy it and create a new one (a new job).
+ *
+ * Threads. A communicator is used by one thread at a time (calls on one communicator must not
+ * overlap); different communicators are independent. There is no background thread: a
+ * non-blocking all-reduce progresses only inside sumcast_test, sumcast_wait and sumcast_allreduce
+ * on the same communicator.
+ *
+ * Versioning. SUMCAST_API_VERSION is (major << 16) | minor. A program built against one major
+ * version works with any library of the same major version and an equal or newer minor version;
+ * check sumcast_version() at run time. New configuration fields are only ever appended to
+ * sumcast_config, and sumcast_config_init records the struct's size, so an older program keeps
+ * working with a newer library. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SUMCAST_EXPORT __attribute__((visibility("default")))
+#else
+#define SUMCAST_EXPORT
+#endif
+
+#define SUMCAST_API_VERSION_MAJOR 1
+#define SUMCAST_API_VERSION_MINOR 0
+#define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
+
+typedef enum sumcast_result {
+  SUMCAST_OK = 0,
+  SUMCAST_ERR_INVALID_ARGUMENT = 1, /* a precondition on the arguments does not hold */
+  SUMCAST_ERR_NOT_FOUND = 2,        /* a host name or request does not exist */
+  SUMCAST_ERR_IO = 3,               /* a system call failed or a connection dropped */
+  SUMCAST_ERR_REFUSED = 4,          /* an appliance said no (token, limits, conflicting job) */
+  SUMCAST_ERR_TIMEOUT = 5,          /* no progress within a configured bound */
+  SUMCAST_ERR_ABORTED = 6,          /* an appliance failed the job (member gone, timeout, stop) */
+  SUMCAST_ERR_UNAVAILABLE = 7,      /* a needed resource or feature is missing */
+  SUMCAST_ERR_INTERNAL = 8          /* a bug: please report the message */
+} sumcast_result;
+
+/* Element types; values match the wire format's dtype codes. */
+typedef enum sumcast_dtype {
+  SUMCAST_FP32 = 0,
+  SUMCAST_FP16 = 1,  /* IEEE binary16; summed in fp32 by the appliance, rounded once */
+  SUMCAST_BF16 = 2,  /* bfloat16; summed in fp32 by the appliance, rounded once */
+  SUMCAST_INT32 = 3, /* wrapping two's-complement sum */
+  SUMCAST_FP64 = 4
+} sumcast_dtype;
+
+typedef enum sumcast_op { SUMCAST_SUM = 0, SUMCAST_MIN = 1, SUMCAST_MAX = 2 } sumcast_op;
+
+/* One appliance: its control endpoint and its share of the traffic. */
+typedef struct sumcast_appliance {
+  const char* address; /* "host:port" of the control server (host: dotted quad or name) */
+  double weight;       /* relative bandwidth; each call's elements are split across appliances in
+                          proportion to the weights, as contiguous ranges. > 0 */
+} sumcast_appliance;
+
+/* Configuration of a communicator. Always start from sumcast_config_init(), which writes the
+ * defaults given below, then set the fields you need. Strings and arrays are copied by
+ * sumcast_comm_create; they need not outlive it. */
+typedef struct sumcast_config {
+  uint32_t struct_size;                /* set by sumcast_config_init; do not change */
+  uint32_t api_version;                /* set by sumcast_config_init to SUMCAST_API_VERSION */
+  const char* job_name;                /* required: 1..64 bytes, the same on every rank of the job */
+  uint32_t rank;                       /* required: 0..world_size-1 */
+  uint32_t world_size;                 /* required: ranks in the job, 1..65535 */
+  const sumcast_appliance* appliances; /* required: at least one */
+  size_t appliance_count;
+  const char* auth_token;       /* the appliances' shared secret; default "" */
+  sumcast_dtype dtype;          /* default SUMCAST_FP32 */
+  sumcast_op op;                /* default SUMCAST_SUM */
+  uint32_t payload_bytes;       /* payload per packet wanted (the appliance may grant less):
+                                   dtype size..4096; default 1024 (RoCE MTU 1024 on 1500-byte links) */
+  uint32_t slots;               /* window slots wanted per appliance, 0..65535; default 0 = the
+                                   appliance's default */
+  const char* bind_ip;          /* local IPv4 to send from; default NULL = the address the kernel uses
+                                   to reach the first appliance */
+  uint16_t udp_port;            /* local UDP port; default 0 = ephemeral */
+  uint32_t rto_initial_us;      /* first retransmission timeout of a packet; default 5000 */
+  uint32_t rto_max_us;          /* exponential back-off cap; default 200000 */
+  uint32_t retries;             /* retransmissions of one packet before the call fails with
+                                   SUMCAST_ERR_TIMEOUT; 0 = unlimited; default 100 */
+  uint32_t op_timeout_ms;       /* an appliance that returns no result for this long while packets
+                                   are outstanding fails the call (SUMCAST_ERR_TIMEOUT); 0 = never;
+                                   default 30000 */
+  uint32_t connect_timeout_ms;  /* TCP connect and authentication, per appliance; default 10000 */
+  uint32_t register_timeout_ms; /* waiting for every rank to register; default 60000 */
+  const char* transport;        /* "udp" (kernel UDP socket; default NULL = "udp") or "verbs" (rdma-core
+                                   UD QP on a RoCEv2 NIC, where the library was built with libibverbs;
+                                   today's appliances do not yet accept its packets: see
+                                   docs/protocol.md, known gap 2) */
+  const char* rdma_device;      /* verbs: device name; default NULL = the one holding bind_ip's GID */
+} sumcast_config;
+
+typedef struct sumcast_comm sumcast_comm;
+typedef struct sumcast_request sumcast_request;
+
+/* The library's SUMCAST_API_VERSION. */
+SUMCAST_EXPORT uint32_t sumcast_version(void);
+
+/* A short constant name for a result code ("SUMCAST_ERR_TIMEOUT"). */
+SUMCAST_EXPORT const char* sumcast_result_name(sumcast_result result);
+
+/* Writes the defaults into *config. Precondition: config != NULL. */
+SUMCAST_EXPORT void sumcast_config_init(sumcast_config* config);
+
+/* Creates a communicator: opens the UDP socket, connects to every appliance in order and
+ * registers this rank, blocking until all ranks of the job registered with each appliance (or
+ * register_timeout_ms). On success *comm is set; on failure *comm is NULL and
+ * sumcast_last_error(NULL) says why. Preconditions: config from sumcast_config_init; comm != NULL. */
+SUMCAST_EXPORT sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** comm);
+
+/* Leaves the job cleanly and frees the communicator. Requests not yet completed are abandoned:
+ * their buffers are no longer touched and their handles become invalid. comm may be NULL. */
+SUMCAST_EXPORT void sumcast_comm_destroy(sumcast_comm* comm);
+
+/* All-reduce of `count` elements of the communicator's dtype with its op; blocks until this
+ * rank has the result in recvbuf. sendbuf may equal recvbuf (in place); otherwise the two must not
+ * overlap. count may be 0. Elements are in host (little-endian) order. */
+SUMCAST_EXPORT sumcast_result sumcast_allreduce(sumcast_comm* comm, const void* sendbuf, void* recvbuf, size_t count);
+
+/* Starts an all-reduce and returns at once with *request set. The buffers must stay untouched
+ * (sendbuf unmodified, recvbuf unread) until sumcast_test reports completion or sumcast_wait
+ * returns. Several requests may be outstanding; each must be completed with sumcast_test or
+ * sumcast_wait. On failure *request is NULL. */
+SUMCAST_EXPORT sumcast_result sumcast_iallreduce(sumcast_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                                 sumcast_request** request);
+
+/* Makes progress without blocking. If the request finished, sets *done = 1, frees the request
+ * and returns its outcome; otherwise sets *done = 0 and returns SUMCAST_OK. */
+SUMCAST_EXPORT sumcast_result sumcast_test(sumcast_request* request, int* done);
+
+/* Blocks until the request finished, frees it and returns its outcome. */
+SUMCAST_EXPORT sumcast_result sumcast_wait(sumcast_request* request);
+
+/* The message of the last failed call on comm (the empty string if none), or, for comm == NULL,
+ * of the calling thread's last failed sumcast_comm_create. Valid until the next call on the same
+ * communicator (or the next sumcast_comm_create on this thread). Never NULL. */
+SUMCAST_EXPORT const char* sumcast_last_error(const sumcast_comm* comm);
+
+/* Counters of the communicator: index 0..sumcast_stat_count(comm)-1 gives a name ("results",
+ * "retransmissions", "drop_bad_icrc", ...) and its current value. Returns SUMCAST_ERR_NOT_FOUND
+ * for an index out of range. *name stays valid for the communicator's life. */
+SUMCAST_EXPORT size_t sumcast_stat_count(const sumcast_comm* comm);
+SUMCAST_EXPORT sumcast_result sumcast_stat(const sumcast_comm* comm, size_t index, const char** name, uint64_t* value);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
