@@ -8,6 +8,7 @@
 #include <chrono>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shim_test_util.h"
@@ -131,6 +132,34 @@ TEST(CommunicatorFailure, WorkerThatStopsSendingFailsEveryRankWithinTheJobTimeou
   EXPECT_TRUE(wait_for([&] { return service->server_counters().jobs_failed == 1; }, milliseconds(3000)))
       << "jobs_failed " << service->server_counters().jobs_failed;
   EXPECT_GT(impairments.dropped_tx.load(), 0u);
+}
+
+// A job that runs no collective for longer than the job timeout (compute phase, checkpoint) is
+// idle, not stuck: the service keeps it, and the next call succeeds.
+TEST(CommunicatorFailure, IdleJobOutlivesTheJobTimeout) {
+  constexpr int kWorld = 2;
+  constexpr uint32_t kJobTimeoutMs = 300;
+  embedded::ServiceOptions so;
+  so.job_timeout_ms = kJobTimeoutMs;
+  auto service = start_service(so);
+  ASSERT_TRUE(service);
+  std::vector<Status> first(kWorld), second(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "idle", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    auto comm = Communicator::create(c);
+    ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+    const size_t count = 4096;
+    auto buf = make_input(wire::Dtype::kFp32, count, rank, 1);
+    first[static_cast<size_t>(rank)] = (*comm)->allreduce(buf.data(), buf.data(), count);
+    // The scenario itself: three job timeouts without any collective.
+    std::this_thread::sleep_for(milliseconds(3 * kJobTimeoutMs));
+    second[static_cast<size_t>(rank)] = (*comm)->allreduce(buf.data(), buf.data(), count);
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(first[static_cast<size_t>(r)].ok()) << first[static_cast<size_t>(r)].to_string();
+    EXPECT_TRUE(second[static_cast<size_t>(r)].ok()) << second[static_cast<size_t>(r)].to_string();
+  }
+  EXPECT_EQ(service->server_counters().jobs_failed, 0u);
 }
 
 // The service stops while a call is in flight: every rank's call returns an error promptly

@@ -90,6 +90,14 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
     }
     return n;
   }
+  uint64_t waiting_rounds(uint32_t job_id) override {
+    std::lock_guard<std::mutex> lock(mu);
+    uint64_t n = 0;
+    for (const engine::JobProgress& p : engine.progress()) {
+      if (p.job_id == job_id && p.rounds_opened > p.slots_completed) n += p.rounds_opened - p.slots_completed;
+    }
+    return n;
+  }
 
   // --- engine::TxSink (whichever thread holds `mu`) ---
   uint8_t* acquire() override {
