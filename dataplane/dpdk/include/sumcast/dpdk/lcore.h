@@ -1,0 +1,89 @@
+// The worker lcores: one cache-aligned context per engine core, and the loop each runs.
+//
+// Loop (one fixed shape, DESIGN.md §4): rx burst -> software dispatch (frames whose slot another
+// core owns go to that core's dispatch ring; the owner drains its ring as another burst) ->
+// engine.process_burst -> free the rx mbufs -> every kControlInterval iterations drain the
+// control ring (add/remove job, acked back) -> stop flag.
+//
+// Everything in a context is written by its lcore only, except: the dispatch ring (any core
+// enqueues, the owner dequeues), the control ring (the control thread enqueues) and the ack ring
+// (the lcore enqueues, the control thread dequeues). Counters are read relaxed by telemetry.
+#pragma once
+
+#include <rte_ring.h>
+#include <rte_spinlock.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sumcast/dpdk/tx_sink.h"
+#include "sumcast/engine/engine.h"
+#include "sumcast/status.h"
+#include "sumcast/wire/format.h"
+
+namespace sumcast::dpdk {
+
+// Iterations of the lcore loop between two looks at the control ring.
+inline constexpr uint32_t kControlInterval = 64;
+// Largest rx burst (dataplane.burst_size is at most this).
+inline constexpr uint32_t kMaxBurst = 512;
+// Size of the control and ack rings (power of two; a core has at most kControlRingSize - 1
+// control messages outstanding, so its ack ring never fills).
+inline constexpr uint32_t kControlRingSize = 64;
+// Core i's QPN (BTH DestQP of the contributions it owns): kCoreQpnBase + i.
+inline constexpr uint32_t kCoreQpnBase = 0x100;
+
+// A job operation for one lcore, posted by the control thread (which owns it) and handed back on
+// the ack ring with `result` filled in.
+struct ControlMsg {
+  enum class Kind : uint8_t { kAddJob, kRemoveJob };
+  Kind kind = Kind::kAddJob;
+  std::shared_ptr<const engine::JobSpec> spec;  // kAddJob
+  uint32_t job_id = 0;                          // kRemoveJob
+  wire::AbortReason reason = wire::AbortReason::kNone;
+  Status result;  // written by the lcore before it acks
+};
+
+// Port-layer counters of one core (the engine counts everything about frames' contents).
+struct alignas(64) PortCounters {
+  std::atomic<uint64_t> rx_bursts{0};       // rx bursts that returned frames
+  std::atomic<uint64_t> dispatched_out{0};  // frames handed to their owner core
+  std::atomic<uint64_t> dispatched_in{0};   // frames received from other cores
+  std::atomic<uint64_t> dispatch_full{0};   // dropped: the owner's dispatch ring was full
+  std::atomic<uint64_t> control_msgs{0};    // control messages handled
+};
+
+struct alignas(64) LcoreContext {
+  // Set up by the main thread before launch; constant afterwards.
+  unsigned lcore_id = 0;
+  int socket_id = 0;  // NUMA node of the lcore (engine memory comes from there)
+  uint32_t core_index = 0;
+  uint32_t core_count = 1;
+  uint16_t port_id = 0;
+  int rx_queue = -1;  // -1: no port queue of its own (receives only by dispatch)
+  uint16_t tx_queue = 0;
+  uint32_t burst_size = 32;
+  bool software_dispatch = false;
+  rte_ring* dispatch_ring = nullptr;  // MP/SC: frames other cores received for this core
+  rte_ring* control_ring = nullptr;   // SP/SC: control thread -> lcore (ControlMsg*)
+  rte_ring* ack_ring = nullptr;       // SP/SC: lcore -> control thread (ControlMsg*)
+  std::vector<LcoreContext*> peers;   // every core's context, by core index
+  const std::atomic<bool>* stop = nullptr;
+  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<DpdkTxSink> tx;
+
+  // Written by the lcore.
+  std::atomic<bool> running{false};   // the loop has started
+  std::atomic<bool> finished{false};  // the loop has returned
+  PortCounters counters;
+};
+
+// Entry point for rte_eal_remote_launch; `arg` is the core's LcoreContext. Returns 0.
+int run_lcore(void* arg);
+
+// Handles every queued control message now (used by the loop; also by tests).
+void drain_control(LcoreContext& core);
+
+}  // namespace sumcast::dpdk

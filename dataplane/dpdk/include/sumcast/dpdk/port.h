@@ -1,0 +1,73 @@
+// The appliance's data port: found by DPDK device name, configured with one rx/tx queue pair per
+// worker core (fewer when the PMD offers fewer: the lcores then dispatch in software), RSS when
+// more than one queue and the PMD hashes, the configured MTU, promiscuous mode off unless the
+// configured MAC cannot be programmed, and two mbuf pools: rx buffers sized for the MTU and tx
+// buffers that hold any frame the engine builds (wire::kMaxFrameLen).
+//
+// Thread safety: open/start/stop/close from the main thread only, before lcores launch or after
+// they returned.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sumcast/config/agg_config.h"
+#include "sumcast/status.h"
+
+struct rte_mempool;
+
+namespace sumcast::dpdk {
+
+struct PortInfo {
+  uint16_t port_id = 0;
+  std::string device;              // port.device
+  std::string driver;              // PMD name, e.g. net_af_packet
+  uint16_t queues = 0;             // rx/tx queue pairs configured (<= worker cores)
+  uint16_t max_queues = 0;         // what the PMD offers
+  bool rss = false;                // RSS configured across the queues
+  bool software_dispatch = false;  // frames may reach a core that does not own their slot
+  uint8_t mac[6] = {};             // the data MAC (config's or the port's)
+  uint32_t ipv4 = 0;               // host order (port.ipv4)
+  uint16_t mtu = 0;
+  bool promiscuous = false;
+  int socket_id = 0;          // NUMA node of the port (0 when unknown)
+  uint32_t rx_data_room = 0;  // bytes of frame an rx mbuf holds
+  uint32_t tx_data_room = 0;
+};
+
+class Port {
+ public:
+  // Finds and configures the port (not started). `worker_cores` is dataplane.worker_cores.
+  static Result<std::unique_ptr<Port>> open(const config::AggConfig& config, uint32_t worker_cores);
+  ~Port();  // stop() and close()
+  Port(const Port&) = delete;
+  Port& operator=(const Port&) = delete;
+
+  Status start();
+  void stop();   // idempotent
+  void close();  // idempotent; frees the pools (after every mbuf went back)
+
+  const PortInfo& info() const { return info_; }
+  rte_mempool* rx_pool() const { return rx_pool_; }
+  rte_mempool* tx_pool() const { return tx_pool_; }
+  // "up 10000 Mbps full-duplex" or "down".
+  std::string link_text() const;
+
+ private:
+  Port() = default;
+  PortInfo info_;
+  rte_mempool* rx_pool_ = nullptr;
+  rte_mempool* tx_pool_ = nullptr;
+  bool configured_ = false;
+  bool started_ = false;
+};
+
+// "aa:bb:cc:dd:ee:ff"
+std::string format_mac(const uint8_t mac[6]);
+// "10.0.0.1" from a host-order address.
+std::string format_ipv4(uint32_t ip);
+// Dotted quad -> host order; false when malformed.
+bool parse_ipv4(const std::string& text, uint32_t* ip);
+
+}  // namespace sumcast::dpdk

@@ -1,0 +1,60 @@
+// sumcastd's DPDK telemetry commands (read by dpdk-telemetry.py and sumcastctl over
+// /var/run/dpdk/<file_prefix>/dpdk_telemetry.v2):
+//   /sumcast/stats          {"cores": N, "total": {counters}, "core0": {...}, ...} (per-core
+//                           dicts inline only while N <= kInlineCores)
+//   /sumcast/stats,total    the totals alone
+//   /sumcast/stats,<i>      core i: {"core": i, "lcore": id, counters}
+//   /sumcast/jobs           {"count": n, "job<id>": {name, world_size, registered, dtype, op,
+//                           running, slots_completed, ms_since_progress}, "server": {counters}}
+//   /sumcast/config         the agg.conf in effect, by section (never the token itself)
+//   /sumcast/version        {"sumcastd": ..., "dpdk": ...}
+// Counters are read relaxed while the lcores run. Every counter dict has the same keys in the
+// same order (see read_counters), zero or not.
+//
+// Thread safety: callbacks run on DPDK's telemetry thread; set_telemetry_source() may be called
+// from any thread and returns only when no callback still uses the previous source.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sumcast/config/agg_config.h"
+#include "sumcast/control/server.h"
+#include "sumcast/dpdk/lcore.h"
+#include "sumcast/dpdk/port.h"
+#include "sumcast/status.h"
+
+namespace sumcast::dpdk {
+
+inline constexpr uint32_t kInlineCores = 4;
+
+struct TelemetrySource {
+  std::vector<const LcoreContext*> cores;  // by core index
+  const control::Server* server = nullptr;
+  const config::AggConfig* config = nullptr;
+  const PortInfo* port = nullptr;
+};
+
+// One counter of one core (or a sum over cores).
+struct CounterRow {
+  const char* name;  // engine counter, "drop_<reason>", or port-layer counter ("tx_refused", ...)
+  uint64_t value;
+};
+
+// A core's counters: engine counters, then "drop_<reason>" for every drop reason, then the port
+// layer's (rx_bursts, dispatched_out, dispatched_in, dispatch_full, control_msgs, tx_refused,
+// tx_unsubmitted). Cold path (allocates).
+std::vector<CounterRow> read_counters(const LcoreContext& core);
+// Element-wise sum over cores (same order).
+std::vector<CounterRow> sum_counters(const std::vector<const LcoreContext*>& cores);
+
+// Registers the /sumcast/ commands (once per process; later calls only change the source).
+Status register_telemetry(const TelemetrySource* source);
+// Points the commands at `source` (nullptr: they answer with an error).
+void set_telemetry_source(const TelemetrySource* source);
+
+// Replaces characters DPDK 22.11 would not escape in JSON strings ('"', '\\', control bytes).
+std::string telemetry_safe(const std::string& s);
+
+}  // namespace sumcast::dpdk

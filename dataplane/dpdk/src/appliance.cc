@@ -1,0 +1,317 @@
+#include "sumcast/dpdk/appliance.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <fstream>
+#include <thread>
+#include <utility>
+
+#include "sumcast/wire/format.h"
+
+namespace sumcast::dpdk {
+namespace {
+
+// `ctx` points at the core's NUMA node (LcoreContext::socket_id).
+void* engine_allocate(size_t bytes, void* ctx) {
+  return rte_malloc_socket("sumcast_engine", bytes, 64, *static_cast<const int*>(ctx));
+}
+void engine_release(void* p, void* /*ctx*/) { rte_free(p); }
+
+std::string lcore_list(const std::vector<std::unique_ptr<LcoreContext>>& cores) {
+  std::string s;
+  for (const auto& c : cores) s += (s.empty() ? "" : ",") + std::to_string(c->lcore_id);
+  return s;
+}
+
+rte_ring* make_ring(const std::string& name, uint32_t size, int socket, unsigned flags, Status* st) {
+  rte_ring* r = rte_ring_create(name.c_str(), size, socket, flags);
+  if (r == nullptr)
+    *st = Status::unavailable("ring " + name + " (" + std::to_string(size) + "): " + rte_strerror(rte_errno));
+  return r;
+}
+
+}  // namespace
+
+Result<std::string> read_token(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::from_errno("control.token_file: cannot read " + path);
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
+  if (line.empty()) return Status::invalid_argument("control.token_file: " + path + ": first line is empty");
+  return line;
+}
+
+Result<std::unique_ptr<Appliance>> Appliance::start(config::AggConfig config, ApplianceOptions options) {
+  std::unique_ptr<Appliance> a(new Appliance());
+  a->config_ = std::move(config);
+  a->options_ = std::move(options);
+  Status st = a->start_impl();
+  if (!st.ok()) {
+    a->shutdown();
+    return st;
+  }
+  return a;
+}
+
+void Appliance::log(const std::string& line) const {
+  if (options_.log == nullptr) return;
+  std::fprintf(options_.log, "sumcastd: %s\n", line.c_str());
+  std::fflush(options_.log);
+}
+
+Status Appliance::start_impl() {
+  const config::AggConfig& cfg = config_;
+  log("config " + cfg.path);
+  Result<std::string> token = read_token(cfg.control.token_file);
+  if (!token.ok()) return token.status();
+
+  // EAL.
+  Result<EalPlan> plan = plan_eal(cfg, probe_hugepages(), options_.eal_overrides, options_.program);
+  if (!plan.ok()) return plan.status();
+  plan_ = std::move(plan.value());
+  log("EAL args: " + join_args(plan_.args));
+  log("memory: " + plan_.memory_note);
+  for (const std::string& n : plan_.notes) log("note: " + n);
+  eal_arg_storage_ = plan_.args;
+  for (std::string& s : eal_arg_storage_) eal_argv_.push_back(s.data());
+  eal_argv_.push_back(nullptr);
+  if (rte_eal_init(static_cast<int>(eal_argv_.size() - 1), eal_argv_.data()) < 0) {
+    return Status::unavailable(std::string("rte_eal_init: ") + rte_strerror(rte_errno) +
+                               " (EAL args: " + join_args(plan_.args) + ")");
+  }
+  eal_up_ = true;
+
+  // Lcores: the first is the main lcore (control, signals); the next worker_cores run engines.
+  const uint32_t n = cfg.dataplane.worker_cores;
+  std::vector<unsigned> workers;
+  unsigned l = 0;
+  RTE_LCORE_FOREACH_WORKER(l) { workers.push_back(l); }
+  if (workers.size() < n) {
+    return Status::invalid_argument(
+        cfg.path + ": eal.lcores: \"" + cfg.eal.lcores + "\" gives " + std::to_string(workers.size()) +
+        " worker lcore(s) but dataplane.worker_cores = " + std::to_string(n) + " (the first lcore is the main lcore)");
+  }
+
+  // Port.
+  Result<std::unique_ptr<Port>> port = Port::open(cfg, n);
+  if (!port.ok()) return port.status();
+  port_ = std::move(port.value());
+  const PortInfo& pi = port_->info();
+
+  // Per-core contexts.
+  const bool shared_tx = pi.queues < n;
+  tx_locks_.resize(pi.queues);
+  for (rte_spinlock_t& lock : tx_locks_) rte_spinlock_init(&lock);
+  Status st;
+  const uint32_t dispatch_size =
+      rte_align32pow2(std::max<uint32_t>(2u * cfg.port.rx_desc, 4u * cfg.dataplane.burst_size));
+  for (uint32_t i = 0; i < n; ++i) {
+    auto core = std::make_unique<LcoreContext>();
+    core->lcore_id = workers[i];
+    core->core_index = i;
+    core->core_count = n;
+    core->port_id = pi.port_id;
+    core->rx_queue = i < pi.queues ? static_cast<int>(i) : -1;
+    core->tx_queue = static_cast<uint16_t>(i % pi.queues);
+    core->burst_size = cfg.dataplane.burst_size;
+    core->software_dispatch = pi.software_dispatch;
+    core->stop = &stop_;
+    int socket = static_cast<int>(rte_lcore_to_socket_id(workers[i]));
+    if (socket < 0 || socket == SOCKET_ID_ANY) socket = pi.socket_id;
+    core->socket_id = socket;
+    const std::string idx = std::to_string(i);
+    if (pi.software_dispatch) {
+      core->dispatch_ring = make_ring("sc_disp_" + idx, dispatch_size, socket, RING_F_SC_DEQ, &st);
+      if (!st.ok()) return st;
+    }
+    core->control_ring = make_ring("sc_ctl_" + idx, kControlRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ, &st);
+    if (!st.ok()) return st;
+    core->ack_ring = make_ring("sc_ack_" + idx, kControlRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ, &st);
+    if (!st.ok()) return st;
+
+    engine::EngineOptions eo;
+    eo.core_index = i;
+    eo.core_count = n;
+    std::copy(pi.mac, pi.mac + 6, eo.local_mac);
+    eo.local_ip = pi.ipv4;
+    eo.qpn = kCoreQpnBase + i;
+    eo.verify_icrc = cfg.dataplane.verify_icrc;
+    eo.max_jobs = cfg.dataplane.max_jobs;
+    eo.max_ranks = cfg.dataplane.max_ranks;
+    eo.max_slots_per_job = cfg.dataplane.slots_per_job;
+    eo.allocate = engine_allocate;
+    eo.release = engine_release;
+    eo.alloc_ctx = &core->socket_id;
+    core->engine = std::make_unique<engine::Engine>(eo);
+    core->tx = std::make_unique<DpdkTxSink>(pi.port_id, core->tx_queue, port_->tx_pool(),
+                                            shared_tx ? &tx_locks_[core->tx_queue] : nullptr);
+    cores_.push_back(std::move(core));
+  }
+  std::vector<LcoreContext*> all;
+  for (auto& c : cores_) all.push_back(c.get());
+  for (auto& c : cores_) c->peers = all;
+
+  SUMCAST_RETURN_IF_ERROR(port_->start());
+  log("port " + pi.device + " (" + pi.driver + ") mac " + format_mac(pi.mac) + " ipv4 " + format_ipv4(pi.ipv4) +
+      " mtu " + std::to_string(pi.mtu) + " queues " + std::to_string(pi.queues) + "/" + std::to_string(pi.max_queues) +
+      (pi.rss ? " rss" : "") + (pi.promiscuous ? " promiscuous" : "") + " link " + port_->link_text());
+  log("cores: " + std::to_string(n) + " worker lcore(s) [" + lcore_list(cores_) + "], main lcore " +
+      std::to_string(rte_get_main_lcore()) + ", burst " + std::to_string(cfg.dataplane.burst_size) +
+      ", software dispatch " + (pi.software_dispatch ? "on" : "off") + (shared_tx ? ", tx queues shared" : ""));
+
+  // Launch and wait (bounded) until every loop runs.
+  for (auto& c : cores_) {
+    const int rc = rte_eal_remote_launch(run_lcore, c.get(), c->lcore_id);
+    if (rc != 0) {
+      stop_.store(true);
+      lcores_launched_ = true;
+      return Status::unavailable("rte_eal_remote_launch on lcore " + std::to_string(c->lcore_id) + ": " +
+                                 rte_strerror(-rc));
+    }
+    lcores_launched_ = true;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.lcore_start_timeout_ms);
+  for (auto& c : cores_) {
+    while (!c->running.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Status::timeout("lcore " + std::to_string(c->lcore_id) + " did not start within " +
+                               std::to_string(options_.lcore_start_timeout_ms) + " ms");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  // Control plane.
+  sink_ = std::make_unique<LcoreJobSink>(all, options_.ack_timeout_ms);
+  control::ServerOptions so;
+  so.listen_address = cfg.control.listen_address;
+  so.port = cfg.control.port;
+  so.token = std::move(token.value());
+  so.max_connections = cfg.control.max_connections;
+  so.job_timeout_ms = cfg.control.job_timeout_ms;
+  so.register_timeout_ms = cfg.control.register_timeout_ms;
+  so.io_timeout_ms = cfg.control.io_timeout_ms;
+  so.max_jobs = cfg.dataplane.max_jobs;
+  so.max_ranks = cfg.dataplane.max_ranks;
+  so.slots_per_job = cfg.dataplane.slots_per_job;
+  so.max_payload_bytes = cfg.dataplane.max_payload_bytes;
+  for (const std::string& name : cfg.dataplane.dtypes) {
+    for (int d = 0; d < wire::kDtypeCount; ++d) {
+      if (name == wire::dtype_name(static_cast<wire::Dtype>(d))) so.dtypes.push_back(static_cast<wire::Dtype>(d));
+    }
+  }
+  std::copy(pi.mac, pi.mac + 6, so.data_mac);
+  so.data_ip = pi.ipv4;
+  for (uint32_t i = 0; i < n; ++i) so.core_qpns.push_back(kCoreQpnBase + i);
+  so.multicast = cfg.dataplane.multicast;
+  if (so.multicast && !parse_ipv4(cfg.dataplane.multicast_group, &so.multicast_base_ip)) {
+    return Status::invalid_argument(cfg.path + ": dataplane.multicast_group: \"" + cfg.dataplane.multicast_group +
+                                    "\" is not an IPv4 address");
+  }
+  server_ = std::make_unique<control::Server>(std::move(so), sink_.get());
+  st = server_->start();
+  if (!st.ok()) return Status(st.code(), "control server: " + st.message());
+  log("control: listening on " + cfg.control.listen_address + ":" + std::to_string(server_->bound_port()));
+
+  // Telemetry.
+  if (cfg.telemetry.dpdk_telemetry) {
+    for (auto& c : cores_) telemetry_.cores.push_back(c.get());
+    telemetry_.server = server_.get();
+    telemetry_.config = &config_;
+    telemetry_.port = &port_->info();
+    SUMCAST_RETURN_IF_ERROR(register_telemetry(&telemetry_));
+    log(std::string("telemetry: ") + rte_eal_get_runtime_dir() +
+        "/dpdk_telemetry.v2 (/sumcast/stats, /sumcast/jobs, /sumcast/config)");
+  }
+  if (!cfg.telemetry.prometheus_address.empty()) {
+    log("note: telemetry.prometheus_address is not served yet; ignored");
+  }
+  return {};
+}
+
+void Appliance::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_ != nullptr) server_->stop();  // aborts every job while the lcores still run
+  set_telemetry_source(nullptr);
+  if (sink_ != nullptr) sink_->close();
+  stop_.store(true, std::memory_order_relaxed);
+  if (lcores_launched_) rte_eal_mp_wait_lcore();
+  for (auto& c : cores_) {
+    if (c->dispatch_ring == nullptr) continue;
+    void* m = nullptr;
+    while (rte_ring_sc_dequeue(c->dispatch_ring, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+  }
+  if (port_ != nullptr) port_->stop();
+  if (!cores_.empty() && lcores_launched_) {
+    std::string s = summary();
+    if (options_.log != nullptr) {
+      std::fputs(s.c_str(), options_.log);
+      std::fflush(options_.log);
+    }
+  }
+  server_.reset();
+  sink_.reset();
+  for (auto& c : cores_) {
+    c->tx.reset();
+    c->engine.reset();
+    rte_ring_free(c->dispatch_ring);
+    rte_ring_free(c->control_ring);
+    rte_ring_free(c->ack_ring);
+  }
+  cores_.clear();
+  port_.reset();
+  if (eal_up_) {
+    rte_eal_cleanup();
+    eal_up_ = false;
+    log("stopped");
+  }
+}
+
+Appliance::~Appliance() { shutdown(); }
+
+std::string Appliance::stats_line() const {
+  std::vector<const LcoreContext*> cores;
+  for (const auto& c : cores_) cores.push_back(c.get());
+  uint64_t drops = 0;
+  std::string line;
+  for (const CounterRow& r : sum_counters(cores)) {
+    const std::string name = r.name;
+    if (name.rfind("drop_", 0) == 0) {
+      drops += r.value;
+    } else if (name == "rx_packets" || name == "tx_packets" || name == "contributions" || name == "slots_completed" ||
+               name == "retransmits_answered" || name == "jobs_active") {
+      line += name + " " + std::to_string(r.value) + " ";
+    }
+  }
+  return line + "drops " + std::to_string(drops);
+}
+
+std::string Appliance::summary() const {
+  std::vector<const LcoreContext*> cores;
+  for (const auto& c : cores_) cores.push_back(c.get());
+  std::string out = "sumcastd: counters over " + std::to_string(cores.size()) + " core(s), non-zero only:\n";
+  for (const CounterRow& r : sum_counters(cores)) {
+    if (r.value == 0) continue;
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "sumcastd:   %-24s %" PRIu64 "\n", r.name, r.value);
+    out += buf;
+  }
+  return out;
+}
+
+const PortInfo& Appliance::port_info() const { return port_->info(); }
+
+uint16_t Appliance::control_port() const { return server_ != nullptr ? server_->bound_port() : 0; }
+
+}  // namespace sumcast::dpdk

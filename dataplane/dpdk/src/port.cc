@@ -1,0 +1,218 @@
+#include "sumcast/dpdk/port.h"
+
+#include <arpa/inet.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "sumcast/wire/format.h"
+
+namespace sumcast::dpdk {
+namespace {
+
+std::string errno_text(int err) { return rte_strerror(err < 0 ? -err : err); }
+
+std::string port_names() {
+  std::string names;
+  uint16_t p = 0;
+  RTE_ETH_FOREACH_DEV(p) {
+    char name[RTE_ETH_NAME_MAX_LEN] = {};
+    if (rte_eth_dev_get_name_by_port(p, name) == 0) {
+      if (!names.empty()) names += ", ";
+      names += name;
+    }
+  }
+  return names.empty() ? "none" : names;
+}
+
+rte_mempool* create_pool(const std::string& name, uint32_t count, uint32_t data_room, int socket) {
+  const uint32_t cache = std::min<uint32_t>(256, count / 2);
+  return rte_pktmbuf_pool_create(name.c_str(), count, cache, 0, static_cast<uint16_t>(data_room), socket);
+}
+
+}  // namespace
+
+std::string format_mac(const uint8_t mac[6]) {
+  char buf[18];
+  std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+  return buf;
+}
+
+std::string format_ipv4(uint32_t ip) {
+  char buf[INET_ADDRSTRLEN] = {};
+  const uint32_t n = htonl(ip);
+  inet_ntop(AF_INET, &n, buf, sizeof(buf));
+  return buf;
+}
+
+bool parse_ipv4(const std::string& text, uint32_t* ip) {
+  in_addr a{};
+  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return false;
+  *ip = ntohl(a.s_addr);
+  return true;
+}
+
+Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32_t worker_cores) {
+  std::unique_ptr<Port> port(new Port());
+  PortInfo& info = port->info_;
+  const config::PortConfig& pc = config.port;
+  info.device = pc.device;
+  const std::string what = "port " + pc.device;
+
+  if (!parse_ipv4(pc.ipv4, &info.ipv4)) {
+    return Status::invalid_argument(config.path + ": port.ipv4: \"" + pc.ipv4 + "\" is not an IPv4 address");
+  }
+  uint16_t port_id = 0;
+  if (rte_eth_dev_get_port_by_name(pc.device.c_str(), &port_id) != 0) {
+    return Status::not_found(config.path + ": port.device: no DPDK port named \"" + pc.device +
+                             "\" (ports: " + port_names() + "); check eal.vdevs and eal.allow");
+  }
+  info.port_id = port_id;
+  rte_eth_dev_info dev_info{};
+  int rc = rte_eth_dev_info_get(port_id, &dev_info);
+  if (rc != 0) return Status::io_error(what + ": rte_eth_dev_info_get: " + errno_text(rc));
+  info.driver = dev_info.driver_name != nullptr ? dev_info.driver_name : "?";
+  info.max_queues = std::min(dev_info.max_rx_queues, dev_info.max_tx_queues);
+  if (info.max_queues == 0) return Status::unavailable(what + ": the PMD offers no rx/tx queue");
+  info.queues = static_cast<uint16_t>(std::min<uint32_t>(worker_cores, info.max_queues));
+  // Without flow rules that steer each slot's frames to its owner (nic_offload), RSS or the
+  // kernel's fanout spread them by flow, so with more than one core every rx core dispatches.
+  info.software_dispatch = worker_cores > 1;
+  info.mtu = pc.mtu;
+  if (pc.mtu > dev_info.max_mtu || pc.mtu < dev_info.min_mtu) {
+    return Status::invalid_argument(config.path + ": port.mtu: " + std::to_string(pc.mtu) + " outside what " +
+                                    info.driver + " supports (" + std::to_string(dev_info.min_mtu) + ".." +
+                                    std::to_string(dev_info.max_mtu) + ")");
+  }
+  int socket = rte_eth_dev_socket_id(port_id);
+  if (socket < 0) socket = static_cast<int>(rte_socket_id());
+  if (socket < 0 || socket == SOCKET_ID_ANY) socket = 0;
+  info.socket_id = socket;
+
+  // Pools: rx buffers hold one MTU-sized frame (AF_XDP needs them within a page); tx buffers hold
+  // any frame the engine builds (TxSink contract: wire::kMaxFrameLen).
+  info.rx_data_room =
+      RTE_PKTMBUF_HEADROOM +
+      std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, pc.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN);
+  info.tx_data_room = RTE_PKTMBUF_HEADROOM + static_cast<uint32_t>(wire::kMaxFrameLen);
+  const uint32_t mbufs = config.dataplane.mbufs;
+  port->rx_pool_ = create_pool("sumcast_rx_" + std::to_string(port_id), mbufs, info.rx_data_room, socket);
+  if (port->rx_pool_ == nullptr) {
+    return Status::unavailable(what + ": rx mbuf pool of " + std::to_string(mbufs) + " x " +
+                               std::to_string(info.rx_data_room) + " B: " + errno_text(rte_errno) +
+                               " (raise eal.memory_mb or lower dataplane.mbufs)");
+  }
+  port->tx_pool_ = create_pool("sumcast_tx_" + std::to_string(port_id), mbufs, info.tx_data_room, socket);
+  if (port->tx_pool_ == nullptr) {
+    return Status::unavailable(what + ": tx mbuf pool of " + std::to_string(mbufs) + " x " +
+                               std::to_string(info.tx_data_room) + " B: " + errno_text(rte_errno) +
+                               " (raise eal.memory_mb or lower dataplane.mbufs)");
+  }
+
+  rte_eth_conf conf{};
+  conf.rxmode.mtu = pc.mtu;
+  if (info.queues > 1 && dev_info.flow_type_rss_offloads != 0) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_key = nullptr;
+    conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP) & dev_info.flow_type_rss_offloads;
+    info.rss = conf.rx_adv_conf.rss_conf.rss_hf != 0;
+    if (!info.rss) conf.rxmode.mq_mode = RTE_ETH_MQ_RX_NONE;
+  }
+  rc = rte_eth_dev_configure(port_id, info.queues, info.queues, &conf);
+  if (rc != 0) {
+    return Status::io_error(what + ": rte_eth_dev_configure(" + std::to_string(info.queues) + " queues, mtu " +
+                            std::to_string(pc.mtu) + "): " + errno_text(rc));
+  }
+  port->configured_ = true;
+  uint16_t rx_desc = pc.rx_desc;
+  uint16_t tx_desc = pc.tx_desc;
+  rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_desc, &tx_desc);
+  if (rc != 0) return Status::io_error(what + ": rte_eth_dev_adjust_nb_rx_tx_desc: " + errno_text(rc));
+  for (uint16_t q = 0; q < info.queues; ++q) {
+    rc = rte_eth_rx_queue_setup(port_id, q, rx_desc, static_cast<unsigned>(socket), nullptr, port->rx_pool_);
+    if (rc != 0) {
+      return Status::io_error(what + ": rx queue " + std::to_string(q) + " (" + std::to_string(rx_desc) +
+                              " descriptors): " + errno_text(rc));
+    }
+    rc = rte_eth_tx_queue_setup(port_id, q, tx_desc, static_cast<unsigned>(socket), nullptr);
+    if (rc != 0) {
+      return Status::io_error(what + ": tx queue " + std::to_string(q) + " (" + std::to_string(tx_desc) +
+                              " descriptors): " + errno_text(rc));
+    }
+  }
+  rc = rte_eth_dev_set_mtu(port_id, pc.mtu);
+  if (rc != 0 && rc != -ENOTSUP) {
+    return Status::io_error(what + ": set MTU " + std::to_string(pc.mtu) + ": " + errno_text(rc));
+  }
+
+  rte_ether_addr mac{};
+  if (pc.mac.empty()) {
+    rc = rte_eth_macaddr_get(port_id, &mac);
+    if (rc != 0) return Status::io_error(what + ": reading its MAC: " + errno_text(rc));
+  } else {
+    if (rte_ether_unformat_addr(pc.mac.c_str(), &mac) != 0) {
+      return Status::invalid_argument(config.path + ": port.mac: \"" + pc.mac + "\" is not a MAC address");
+    }
+    rte_ether_addr current{};
+    if (rte_eth_macaddr_get(port_id, &current) != 0 || !rte_is_same_ether_addr(&current, &mac)) {
+      // A MAC the port cannot take is still received in promiscuous mode.
+      if (rte_eth_dev_default_mac_addr_set(port_id, &mac) != 0) info.promiscuous = true;
+    }
+  }
+  std::memcpy(info.mac, mac.addr_bytes, 6);
+  return port;
+}
+
+Status Port::start() {
+  const std::string what = "port " + info_.device;
+  int rc = rte_eth_dev_start(info_.port_id);
+  if (rc != 0) return Status::io_error(what + ": rte_eth_dev_start: " + errno_text(rc));
+  started_ = true;
+  // AF_PACKET/AF_XDP and NICs programmed with our MAC deliver what we need without it.
+  rc = info_.promiscuous ? rte_eth_promiscuous_enable(info_.port_id) : rte_eth_promiscuous_disable(info_.port_id);
+  if (rc != 0 && rc != -ENOTSUP && info_.promiscuous) {
+    return Status::io_error(what + ": promiscuous mode (needed for MAC " + format_mac(info_.mac) +
+                            "): " + errno_text(rc));
+  }
+  if (rc == 0) info_.promiscuous = rte_eth_promiscuous_get(info_.port_id) == 1;
+  return {};
+}
+
+void Port::stop() {
+  if (!started_) return;
+  started_ = false;
+  rte_eth_dev_stop(info_.port_id);
+}
+
+void Port::close() {
+  stop();
+  if (configured_) {
+    configured_ = false;
+    rte_eth_dev_close(info_.port_id);
+  }
+  if (rx_pool_ != nullptr) rte_mempool_free(rx_pool_);
+  if (tx_pool_ != nullptr) rte_mempool_free(tx_pool_);
+  rx_pool_ = nullptr;
+  tx_pool_ = nullptr;
+}
+
+Port::~Port() { close(); }
+
+std::string Port::link_text() const {
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(info_.port_id, &link) != 0) return "unknown";
+  if (link.link_status == RTE_ETH_LINK_DOWN) return "down";
+  std::string s = "up";
+  if (link.link_speed != RTE_ETH_SPEED_NUM_NONE && link.link_speed != RTE_ETH_SPEED_NUM_UNKNOWN) {
+    s += " " + std::to_string(link.link_speed) + " Mbps";
+  }
+  return s + (link.link_duplex == RTE_ETH_LINK_FULL_DUPLEX ? " full-duplex" : " half-duplex");
+}
+
+}  // namespace sumcast::dpdk

@@ -1,0 +1,320 @@
+#include "sumcast/dpdk/telemetry.h"
+
+#include <rte_telemetry.h>
+#include <rte_version.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
+
+#include "sumcast/wire/format.h"
+
+#ifndef SUMCAST_VERSION
+#define SUMCAST_VERSION "0.0.0"
+#endif
+
+namespace sumcast::dpdk {
+namespace {
+
+// clang-format off
+#define SUMCAST_ENGINE_COUNTERS(X) \
+  X(rx_packets) \
+  X(rx_bytes) \
+  X(tx_packets) \
+  X(tx_bytes) \
+  X(contributions) \
+  X(payload_bytes) \
+  X(slots_completed) \
+  X(duplicates) \
+  X(retransmits_answered) \
+  X(results_sent) \
+  X(aborts_sent) \
+  X(arp_replies) \
+  X(jobs_active)
+// clang-format on
+
+constexpr const char* kDropNames[] = {
+#define SUMCAST_X(name, str) "drop_" str,
+    SUMCAST_DROP_REASONS(SUMCAST_X)
+#undef SUMCAST_X
+};
+static_assert(sizeof(kDropNames) / sizeof(kDropNames[0]) == engine::kDropReasonCount);
+
+// DPDK's telemetry callbacks carry no user pointer (22.11): one process-wide source, guarded.
+std::shared_mutex g_mu;
+const TelemetrySource* g_source = nullptr;
+bool g_registered = false;
+
+uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
+
+void add_rows(rte_tel_data* d, const std::vector<CounterRow>& rows) {
+  for (const CounterRow& r : rows) rte_tel_data_add_dict_u64(d, r.name, r.value);
+}
+
+rte_tel_data* rows_container(const std::vector<CounterRow>& rows) {
+  rte_tel_data* c = rte_tel_data_alloc();
+  if (c == nullptr) return nullptr;
+  rte_tel_data_start_dict(c);
+  add_rows(c, rows);
+  return c;
+}
+
+void add_container(rte_tel_data* d, const std::string& name, rte_tel_data* c) {
+  if (c != nullptr && rte_tel_data_add_dict_container(d, name.c_str(), c, 0) != 0) rte_tel_data_free(c);
+}
+
+int handle_stats(const char* /*cmd*/, const char* params, rte_tel_data* d) {
+  std::shared_lock<std::shared_mutex> lock(g_mu);
+  if (g_source == nullptr) return -1;
+  const auto& cores = g_source->cores;
+  const std::string p = params != nullptr ? params : "";
+  rte_tel_data_start_dict(d);
+  if (p.empty()) {
+    rte_tel_data_add_dict_u64(d, "cores", cores.size());
+    add_container(d, "total", rows_container(sum_counters(cores)));
+    if (cores.size() <= kInlineCores) {
+      for (size_t i = 0; i < cores.size(); ++i) {
+        add_container(d, "core" + std::to_string(i), rows_container(read_counters(*cores[i])));
+      }
+    }
+    return 0;
+  }
+  if (p == "total") {
+    add_rows(d, sum_counters(cores));
+    return 0;
+  }
+  char* end = nullptr;
+  const unsigned long i = std::strtoul(p.c_str(), &end, 10);
+  if (end == p.c_str() || *end != '\0' || i >= cores.size()) return -1;
+  rte_tel_data_add_dict_u64(d, "core", i);
+  rte_tel_data_add_dict_u64(d, "lcore", cores[i]->lcore_id);
+  add_rows(d, read_counters(*cores[i]));
+  return 0;
+}
+
+int handle_jobs(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
+  std::shared_lock<std::shared_mutex> lock(g_mu);
+  if (g_source == nullptr || g_source->server == nullptr) return -1;
+  const std::vector<control::JobInfo> jobs = g_source->server->jobs();
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_u64(d, "count", jobs.size());
+  for (const control::JobInfo& j : jobs) {
+    rte_tel_data* c = rte_tel_data_alloc();
+    if (c == nullptr) break;
+    rte_tel_data_start_dict(c);
+    rte_tel_data_add_dict_u64(c, "job_id", j.job_id);
+    rte_tel_data_add_dict_string(c, "name", telemetry_safe(j.name).c_str());
+    rte_tel_data_add_dict_u64(c, "world_size", j.world_size);
+    rte_tel_data_add_dict_u64(c, "registered", j.registered);
+    rte_tel_data_add_dict_string(c, "dtype", wire::dtype_name(j.dtype));
+    rte_tel_data_add_dict_string(c, "op", wire::reduce_op_name(j.op));
+    rte_tel_data_add_dict_u64(c, "running", j.running ? 1 : 0);
+    rte_tel_data_add_dict_u64(c, "slots_completed", j.slots_completed);
+    rte_tel_data_add_dict_u64(c, "ms_since_progress", j.ms_since_progress);
+    add_container(d, "job" + std::to_string(j.job_id), c);
+  }
+  const control::ServerCounters s = g_source->server->counters();
+  rte_tel_data* c = rte_tel_data_alloc();
+  if (c != nullptr) {
+    rte_tel_data_start_dict(c);
+    rte_tel_data_add_dict_u64(c, "connections_accepted", s.connections_accepted);
+    rte_tel_data_add_dict_u64(c, "connections_refused", s.connections_refused);
+    rte_tel_data_add_dict_u64(c, "auth_failures", s.auth_failures);
+    rte_tel_data_add_dict_u64(c, "bad_messages", s.bad_messages);
+    rte_tel_data_add_dict_u64(c, "io_timeouts", s.io_timeouts);
+    rte_tel_data_add_dict_u64(c, "registrations", s.registrations);
+    rte_tel_data_add_dict_u64(c, "registrations_refused", s.registrations_refused);
+    rte_tel_data_add_dict_u64(c, "jobs_started", s.jobs_started);
+    rte_tel_data_add_dict_u64(c, "jobs_completed", s.jobs_completed);
+    rte_tel_data_add_dict_u64(c, "jobs_failed", s.jobs_failed);
+    add_container(d, "server", c);
+  }
+  return 0;
+}
+
+rte_tel_data* string_array(const std::vector<std::string>& values) {
+  rte_tel_data* a = rte_tel_data_alloc();
+  if (a == nullptr) return nullptr;
+  rte_tel_data_start_array(a, RTE_TEL_STRING_VAL);
+  for (const std::string& v : values) rte_tel_data_add_array_string(a, telemetry_safe(v).c_str());
+  return a;
+}
+
+const char* huge_pages_name(config::HugePages h) {
+  switch (h) {
+    case config::HugePages::kAuto:
+      return "auto";
+    case config::HugePages::kOn:
+      return "on";
+    case config::HugePages::kOff:
+      return "off";
+  }
+  return "?";
+}
+
+int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
+  std::shared_lock<std::shared_mutex> lock(g_mu);
+  if (g_source == nullptr || g_source->config == nullptr) return -1;
+  const config::AggConfig& c = *g_source->config;
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_string(d, "path", telemetry_safe(c.path).c_str());
+
+  rte_tel_data* eal = rte_tel_data_alloc();
+  if (eal != nullptr) {
+    rte_tel_data_start_dict(eal);
+    rte_tel_data_add_dict_string(eal, "lcores", telemetry_safe(c.eal.lcores).c_str());
+    rte_tel_data_add_dict_string(eal, "file_prefix", telemetry_safe(c.eal.file_prefix).c_str());
+    rte_tel_data_add_dict_u64(eal, "memory_mb", c.eal.memory_mb);
+    rte_tel_data_add_dict_string(eal, "huge_pages", huge_pages_name(c.eal.huge_pages));
+    add_container(eal, "vdevs", string_array(c.eal.vdevs));
+    add_container(eal, "allow", string_array(c.eal.allow));
+    add_container(eal, "extra_args", string_array(c.eal.extra_args));
+    add_container(d, "eal", eal);
+  }
+  rte_tel_data* port = rte_tel_data_alloc();
+  if (port != nullptr) {
+    rte_tel_data_start_dict(port);
+    rte_tel_data_add_dict_string(port, "device", telemetry_safe(c.port.device).c_str());
+    rte_tel_data_add_dict_string(port, "mac", telemetry_safe(c.port.mac).c_str());
+    rte_tel_data_add_dict_string(port, "ipv4", telemetry_safe(c.port.ipv4).c_str());
+    rte_tel_data_add_dict_u64(port, "mtu", c.port.mtu);
+    rte_tel_data_add_dict_u64(port, "rx_desc", c.port.rx_desc);
+    rte_tel_data_add_dict_u64(port, "tx_desc", c.port.tx_desc);
+    if (g_source->port != nullptr) {
+      const PortInfo& p = *g_source->port;
+      rte_tel_data_add_dict_string(port, "driver", telemetry_safe(p.driver).c_str());
+      rte_tel_data_add_dict_string(port, "data_mac", format_mac(p.mac).c_str());
+      rte_tel_data_add_dict_u64(port, "queues", p.queues);
+      rte_tel_data_add_dict_u64(port, "software_dispatch", p.software_dispatch ? 1 : 0);
+      rte_tel_data_add_dict_u64(port, "rss", p.rss ? 1 : 0);
+      rte_tel_data_add_dict_u64(port, "promiscuous", p.promiscuous ? 1 : 0);
+    }
+    add_container(d, "port", port);
+  }
+  rte_tel_data* dp = rte_tel_data_alloc();
+  if (dp != nullptr) {
+    const config::DataplaneConfig& x = c.dataplane;
+    rte_tel_data_start_dict(dp);
+    rte_tel_data_add_dict_u64(dp, "worker_cores", x.worker_cores);
+    rte_tel_data_add_dict_u64(dp, "burst_size", x.burst_size);
+    rte_tel_data_add_dict_u64(dp, "slots_per_job", x.slots_per_job);
+    rte_tel_data_add_dict_u64(dp, "max_jobs", x.max_jobs);
+    rte_tel_data_add_dict_u64(dp, "max_ranks", x.max_ranks);
+    rte_tel_data_add_dict_u64(dp, "max_payload_bytes", x.max_payload_bytes);
+    add_container(dp, "dtypes", string_array(x.dtypes));
+    rte_tel_data_add_dict_u64(dp, "verify_icrc", x.verify_icrc ? 1 : 0);
+    rte_tel_data_add_dict_u64(dp, "multicast", x.multicast ? 1 : 0);
+    rte_tel_data_add_dict_string(dp, "multicast_group", telemetry_safe(x.multicast_group).c_str());
+    rte_tel_data_add_dict_u64(dp, "mbufs", x.mbufs);
+    add_container(d, "dataplane", dp);
+  }
+  rte_tel_data* ctl = rte_tel_data_alloc();
+  if (ctl != nullptr) {
+    const config::ControlConfig& x = c.control;
+    rte_tel_data_start_dict(ctl);
+    rte_tel_data_add_dict_string(ctl, "listen_address", telemetry_safe(x.listen_address).c_str());
+    rte_tel_data_add_dict_u64(ctl, "port", x.port);
+    rte_tel_data_add_dict_string(ctl, "token_file", telemetry_safe(x.token_file).c_str());
+    rte_tel_data_add_dict_u64(ctl, "max_connections", x.max_connections);
+    rte_tel_data_add_dict_u64(ctl, "job_timeout_ms", x.job_timeout_ms);
+    rte_tel_data_add_dict_u64(ctl, "register_timeout_ms", x.register_timeout_ms);
+    rte_tel_data_add_dict_u64(ctl, "io_timeout_ms", x.io_timeout_ms);
+    if (g_source->server != nullptr) rte_tel_data_add_dict_u64(ctl, "bound_port", g_source->server->bound_port());
+    add_container(d, "control", ctl);
+  }
+  rte_tel_data* tel = rte_tel_data_alloc();
+  if (tel != nullptr) {
+    rte_tel_data_start_dict(tel);
+    rte_tel_data_add_dict_u64(tel, "dpdk_telemetry", c.telemetry.dpdk_telemetry ? 1 : 0);
+    rte_tel_data_add_dict_string(tel, "prometheus_address", telemetry_safe(c.telemetry.prometheus_address).c_str());
+    rte_tel_data_add_dict_u64(tel, "stats_interval_ms", c.telemetry.stats_interval_ms);
+    add_container(d, "telemetry", tel);
+  }
+  return 0;
+}
+
+int handle_version(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_string(d, "sumcastd", SUMCAST_VERSION);
+  rte_tel_data_add_dict_string(d, "dpdk", rte_version());
+  return 0;
+}
+
+}  // namespace
+
+std::string telemetry_safe(const std::string& s) {
+  std::string out = s;
+  for (char& ch : out) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\' || u < 0x20 || u == 0x7F) ch = '_';
+  }
+  if (out.size() >= RTE_TEL_MAX_STRING_LEN) out.resize(RTE_TEL_MAX_STRING_LEN - 1);
+  return out;
+}
+
+std::vector<CounterRow> read_counters(const LcoreContext& core) {
+  std::vector<CounterRow> rows;
+  rows.reserve(16 + engine::kDropReasonCount + 8);
+  const engine::CoreCounters& e = core.engine->counters();
+#define SUMCAST_X(field) rows.push_back({#field, load(e.field)});
+  SUMCAST_ENGINE_COUNTERS(SUMCAST_X)
+#undef SUMCAST_X
+  for (size_t r = 0; r < engine::kDropReasonCount; ++r) {
+    if (r == static_cast<size_t>(wire::ParseError::kOk)) continue;  // not a drop
+    rows.push_back({kDropNames[r], load(e.drops[r])});
+  }
+  const PortCounters& p = core.counters;
+  rows.push_back({"rx_bursts", load(p.rx_bursts)});
+  rows.push_back({"dispatched_out", load(p.dispatched_out)});
+  rows.push_back({"dispatched_in", load(p.dispatched_in)});
+  rows.push_back({"dispatch_full", load(p.dispatch_full)});
+  rows.push_back({"control_msgs", load(p.control_msgs)});
+  rows.push_back({"tx_refused", core.tx != nullptr ? core.tx->refused() : 0});
+  rows.push_back({"tx_unsubmitted", core.tx != nullptr ? core.tx->unsubmitted() : 0});
+  return rows;
+}
+
+std::vector<CounterRow> sum_counters(const std::vector<const LcoreContext*>& cores) {
+  std::vector<CounterRow> total;
+  for (const LcoreContext* core : cores) {
+    std::vector<CounterRow> rows = read_counters(*core);
+    if (total.empty()) {
+      total = std::move(rows);
+      continue;
+    }
+    for (size_t i = 0; i < rows.size(); ++i) total[i].value += rows[i].value;
+  }
+  return total;
+}
+
+Status register_telemetry(const TelemetrySource* source) {
+  set_telemetry_source(source);
+  std::unique_lock<std::shared_mutex> lock(g_mu);
+  if (g_registered) return {};
+  struct Cmd {
+    const char* name;
+    telemetry_cb fn;
+    const char* help;
+  };
+  static constexpr Cmd kCmds[] = {
+      {"/sumcast/stats", handle_stats,
+       "Sumcast counters: totals and per core. Parameters: none, \"total\", or a core index"},
+      {"/sumcast/jobs", handle_jobs, "Sumcast jobs and control-plane counters. No parameters"},
+      {"/sumcast/config", handle_config, "The agg.conf sumcastd runs with. No parameters"},
+      {"/sumcast/version", handle_version, "sumcastd and DPDK versions. No parameters"},
+  };
+  for (const Cmd& c : kCmds) {
+    const int rc = rte_telemetry_register_cmd(c.name, c.fn, c.help);
+    if (rc != 0)
+      return Status::io_error(std::string("rte_telemetry_register_cmd ") + c.name + ": " + std::to_string(rc));
+  }
+  g_registered = true;
+  return {};
+}
+
+void set_telemetry_source(const TelemetrySource* source) {
+  std::unique_lock<std::shared_mutex> lock(g_mu);
+  g_source = source;
+}
+
+}  // namespace sumcast::dpdk

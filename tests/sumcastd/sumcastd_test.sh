@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# sumcastd end to end on the namespace test bed (DESIGN.md §6, tools/testbed/testbed.sh):
+# an appliance namespace whose data veth (no IP) sumcastd drives through net_af_packet or
+# net_af_xdp, a management veth for the control plane, and 4 worker namespaces on one bridge.
+# Checks: sumcastd comes up ("ready") with --no-huge; it answers ARP; 4 workers' contributions
+# give exact sums; sumcastctl stats/jobs show exactly the traffic the workers made; SIGTERM stops
+# it cleanly (exit 0, counters summary).
+#
+# usage: sumcastd_test.sh SUMCASTD SUMCASTCTL TEST_WORKER [af_packet|af_xdp] [WORKER_CORES]
+# Exit 77 (skipped) when not root.
+set -euo pipefail
+
+sumcastd=$1 sumcastctl=$2 worker=$3 pmd=${4:-af_packet} cores=${5:-1}
+[ "$(id -u)" = 0 ] || { echo "skipped: needs root (network namespaces)"; exit 77; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../../tools/testbed/testbed.sh
+source "${SUMCAST_SOURCE_DIR:-$here/../..}/tools/testbed/testbed.sh"
+
+N=4
+ELEMENTS=20000
+COLLECTIVES=3
+work=$(mktemp -d /tmp/sumcastd-test.XXXXXX)
+pid=""
+worker_pids=()
+cleanup() {
+  local rc=$?
+  for p in "${worker_pids[@]}" $pid; do kill -KILL "$p" 2>/dev/null || true; done
+  [ -z "$pid" ] || wait "$pid" 2>/dev/null || true
+  tb_down
+  rm -rf "/var/run/dpdk/$TB_PREFIX"  # EAL leaves its runtime directory behind
+  if [ $rc -ne 0 ] && [ -f "$work/sumcastd.log" ]; then
+    echo "--- sumcastd.log"; cat "$work/sumcastd.log"
+    for f in "$work"/w*.log; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
+  fi
+  rm -rf "$work"
+  exit $rc
+}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+tb_up $N
+trap cleanup EXIT  # after tb_up, which sets its own EXIT trap; ours calls tb_down too
+tb_token "$work/token"
+TB_HUGE=off tb_agg_conf "$work/agg.conf" "$work/token" "$pmd"
+sed -i "s/worker_cores = 1;/worker_cores = $cores;/" "$work/agg.conf"
+if [ "$cores" -gt 1 ]; then
+  # Main lcore plus $cores engine lcores on 2 CPUs: the engines share CPU 1 and CPU 0.
+  lc="0@0"; for ((c = 1; c <= cores; c++)); do lc="$lc,$c@$((c % 2))"; done
+  sed -i "s/lcores = \"[^\"]*\";/lcores = \"$lc\";/" "$work/agg.conf"
+fi
+
+# --- start: wait for "ready" (bounded), never sleep.
+ip netns exec "$(tb_ns app)" "$sumcastd" -c "$work/agg.conf" >"$work/sumcastd.log" 2>&1 &
+pid=$!
+tb_wait_line "$work/sumcastd.log" "^sumcastd: ready" 60 "$pid" || fail "sumcastd did not become ready"
+grep -q -- "--no-huge" "$work/sumcastd.log" || fail "huge_pages = off did not give --no-huge"
+grep -q "^sumcastd: memory: --no-huge" "$work/sumcastd.log" || fail "the memory choice is not logged"
+app_mac=$(sed -n 's/^sumcastd: port .* mac \([0-9a-f:]*\) .*/\1/p' "$work/sumcastd.log")
+[ -n "$app_mac" ] || fail "no port line with the MAC in the log"
+echo "sumcastd up: $pmd, $cores core(s), data MAC $app_mac"
+
+# --- ARP: w0's kernel must learn the appliance's MAC from sumcastd's reply.
+deadline=$((SECONDS + 10))
+until tb_exec w0 ip neigh show "$TB_APP_IP" | grep -q "lladdr $app_mac"; do
+  [ $SECONDS -lt $deadline ] || fail "no ARP answer for $TB_APP_IP from sumcastd"
+  tb_exec w0 ping -c1 -W1 -q "$TB_APP_IP" >/dev/null 2>&1 || true  # resolves; no ICMP answer
+done
+echo "ARP: $TB_APP_IP is at $app_mac"
+
+# --- 4 workers, one job.
+for ((i = 0; i < N; i++)); do
+  ip netns exec "$(tb_ns w$i)" "$worker" --control "$TB_MGMT_IP:4790" --token-file "$work/token" \
+    --job t1 --world $N --rank $i --ip "${TB_WORKER_IP[$i]}" --iface "$TB_WORKER_IF" \
+    --elements $ELEMENTS --collectives $COLLECTIVES --timeout-ms 90000 >"$work/w$i.log" 2>&1 &
+  worker_pids+=($!)
+done
+for ((i = 0; i < N; i++)); do
+  wait "${worker_pids[$i]}" || fail "worker $i exited with $? ($(tail -1 "$work/w$i.log"))"
+done
+worker_pids=()
+cat "$work"/w*.log | grep exact
+chunks=$(sed -n 's/.* exact; \([0-9]*\) chunks.*/\1/p' "$work/w0.log")
+if [ -z "$chunks" ] || [ "$chunks" -eq 0 ]; then fail "worker 0 did not report its chunks"; fi
+
+# --- sumcastctl reads the counters back.
+"$sumcastctl" --prefix "$TB_PREFIX" stats | tee "$work/stats.txt"
+total() { awk -v k="$1" '$1 == k { print $NF }' "$work/stats.txt"; }
+[ "$(total contributions)" = $((chunks * N)) ] || fail "contributions $(total contributions), want $((chunks * N))"
+[ "$(total slots_completed)" = "$chunks" ] || fail "slots_completed $(total slots_completed), want $chunks"
+[ "$(total rx_packets)" -ge $((chunks * N)) ] || fail "rx_packets below the contributions"
+[ "$(total tx_packets)" -ge $((chunks * N)) ] || fail "tx_packets below the results sent"
+[ "$(total arp_replies)" -ge 1 ] || fail "no ARP reply counted"
+"$sumcastctl" --prefix "$TB_PREFIX" stats --json >"$work/stats.json"
+grep -q '"per_core"' "$work/stats.json" || fail "stats --json has no per_core"
+"$sumcastctl" --prefix "$TB_PREFIX" jobs | tee "$work/jobs.txt"
+grep -q "jobs_started 1" "$work/jobs.txt" || fail "sumcastctl jobs does not show the job started"
+"$sumcastctl" --prefix "$TB_PREFIX" version | grep -q "^sumcastd " || fail "sumcastctl version: no daemon version"
+if command -v dpdk-telemetry.py >/dev/null; then
+  echo /sumcast/stats,total | dpdk-telemetry.py -f "$TB_PREFIX" >"$work/tel.txt" 2>&1 || true
+  grep -q '"contributions": *'$((chunks * N)) "$work/tel.txt" || fail "dpdk-telemetry.py cannot read /sumcast/stats"
+fi
+
+# --- SIGTERM: clean exit (bounded wait), summary printed.
+kill -TERM "$pid"
+deadline=$((SECONDS + 20))
+while kill -0 "$pid" 2>/dev/null; do
+  [ $SECONDS -lt $deadline ] || fail "sumcastd still running 20 s after SIGTERM"
+  read -rt 0.05 <> <(:) || true
+done
+rc=0; wait "$pid" || rc=$?
+pid=""
+[ $rc -eq 0 ] || fail "sumcastd exited with $rc after SIGTERM"
+grep -q "^sumcastd: SIGTERM: stopping" "$work/sumcastd.log" || fail "no stop line"
+grep -q "^sumcastd:   contributions  *$((chunks * N))$" "$work/sumcastd.log" || fail "summary lacks the contributions"
+grep -q "^sumcastd: stopped" "$work/sumcastd.log" || fail "no 'stopped' line"
+echo "PASS: $pmd, $cores core(s): $N workers x $COLLECTIVES collectives x $ELEMENTS elements exact, $chunks chunks"

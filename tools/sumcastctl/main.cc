@@ -1,0 +1,269 @@
+// sumcastctl: the operator's view of a running sumcastd (through its DPDK telemetry socket) and a
+// checker for agg.conf files.
+//
+//   sumcastctl [--prefix P | --socket PATH] [--timeout MS] COMMAND
+//     stats [--json]   per-core and total counters; drops by reason (non-zero only)
+//     jobs [--json]    jobs registered with the control plane, and its counters
+//     check FILE       validates an agg.conf without starting anything
+//     version          sumcastctl's version, and the daemon's when one answers
+//
+// P is sumcastd's eal.file_prefix (default "sumcast"). Exit status: 0 success, 1 failure
+// (daemon unreachable, invalid file), 2 usage error.
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sumcast/config/agg_config.h"
+#include "sumcast/ctl/json.h"
+#include "sumcast/ctl/telemetry_client.h"
+
+#ifndef SUMCAST_VERSION
+#define SUMCAST_VERSION "0.0.0"
+#endif
+
+namespace {
+
+using sumcast::Result;
+using sumcast::ctl::JsonValue;
+using sumcast::ctl::TelemetryClient;
+
+constexpr int kExitFail = 1;
+constexpr int kExitUsage = 2;
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: sumcastctl [--prefix P | --socket PATH] [--timeout MS] COMMAND\n"
+               "  stats [--json]   counters per core and in total; drops by reason (non-zero only)\n"
+               "  jobs [--json]    jobs and control-plane counters\n"
+               "  check FILE       validate an agg.conf without starting anything\n"
+               "  version          versions of sumcastctl and of the running sumcastd\n"
+               "  --prefix P       sumcastd's eal.file_prefix (default \"sumcast\")\n"
+               "  --socket PATH    the telemetry socket itself (instead of --prefix)\n"
+               "  --timeout MS     reply timeout (default 2000)\n");
+}
+
+struct Options {
+  std::string prefix = "sumcast";
+  std::string socket;
+  uint32_t timeout_ms = 2000;
+  std::string command;
+  std::vector<std::string> args;
+};
+
+std::string socket_path(const Options& o) {
+  return o.socket.empty() ? sumcast::ctl::telemetry_socket_path(o.prefix) : o.socket;
+}
+
+Result<std::unique_ptr<TelemetryClient>> connect(const Options& o) {
+  return TelemetryClient::connect(socket_path(o), o.timeout_ms);
+}
+
+bool has_flag(const std::vector<std::string>& args, std::string_view flag) {
+  for (const std::string& a : args) {
+    if (a == flag) return true;
+  }
+  return false;
+}
+
+int fail(const sumcast::Status& st) {
+  std::fprintf(stderr, "sumcastctl: %s\n", st.message().c_str());
+  return kExitFail;
+}
+
+// Rows shown for every core, in this order (the rest only when non-zero).
+constexpr const char* kMainRows[] = {"rx_packets",      "tx_packets",  "contributions",        "payload_bytes",
+                                     "slots_completed", "duplicates",  "retransmits_answered", "results_sent",
+                                     "aborts_sent",     "arp_replies", "jobs_active"};
+constexpr const char* kPortRows[] = {"rx_bursts",    "dispatched_out", "dispatched_in", "dispatch_full",
+                                     "control_msgs", "tx_refused",     "tx_unsubmitted"};
+
+void print_row(const std::string& name, const std::vector<const JsonValue*>& cols, const JsonValue& total,
+               const std::string& key) {
+  std::printf("%-26s", name.c_str());
+  for (const JsonValue* c : cols) std::printf(" %14" PRIu64, c->uint_at(key));
+  std::printf(" %14" PRIu64 "\n", total.uint_at(key));
+}
+
+int cmd_stats(const Options& o) {
+  auto client = connect(o);
+  if (!client.ok()) return fail(client.status());
+  Result<JsonValue> top = (*client)->query("/sumcast/stats");
+  if (!top.ok()) return fail(top.status());
+  if (!top->is_object()) return fail(sumcast::Status::not_found("/sumcast/stats: no answer (is this sumcastd?)"));
+  const uint64_t cores = top->uint_at("cores");
+  const JsonValue* total = top->find("total");
+  if (total == nullptr || !total->is_object())
+    return fail(sumcast::Status::invalid_argument("/sumcast/stats: no totals"));
+  std::vector<JsonValue> per_core;
+  per_core.reserve(cores);
+  for (uint64_t i = 0; i < cores; ++i) {
+    Result<JsonValue> c = (*client)->query("/sumcast/stats," + std::to_string(i));
+    if (!c.ok()) return fail(c.status());
+    per_core.push_back(std::move(c.value()));
+  }
+  if (has_flag(o.args, "--json")) {
+    std::vector<std::pair<std::string, JsonValue>> members;
+    members.emplace_back("cores", JsonValue::unsigned_integer(cores));
+    members.emplace_back("total", *total);
+    members.emplace_back("per_core", JsonValue::array(per_core));
+    std::printf("%s\n", sumcast::ctl::to_json(JsonValue::object(std::move(members)), 2).c_str());
+    return 0;
+  }
+  std::vector<const JsonValue*> cols;
+  cols.reserve(per_core.size());
+  for (const JsonValue& c : per_core) cols.push_back(&c);
+  const uint64_t pid = (*client)->greeting().uint_at("pid");
+  std::printf("sumcastd pid %" PRIu64 ", %" PRIu64 " core(s)\n", pid, cores);
+  std::printf("%-26s", "counter");
+  for (uint64_t i = 0; i < cores; ++i) std::printf(" %14s", ("core" + std::to_string(i)).c_str());
+  std::printf(" %14s\n", "total");
+  for (const char* row : kMainRows) print_row(row, cols, *total, row);
+  for (const char* row : kPortRows) {
+    if (total->uint_at(row) != 0) print_row(row, cols, *total, row);
+  }
+  bool any_drop = false;
+  for (const auto& [key, value] : total->members()) {
+    if (key.rfind("drop_", 0) != 0 || value.as_uint() == 0) continue;
+    if (!any_drop) std::printf("drops by reason:\n");
+    any_drop = true;
+    print_row("  " + key.substr(5), cols, *total, key);
+  }
+  if (!any_drop) std::printf("drops: none\n");
+  return 0;
+}
+
+int cmd_jobs(const Options& o) {
+  auto client = connect(o);
+  if (!client.ok()) return fail(client.status());
+  Result<JsonValue> jobs = (*client)->query("/sumcast/jobs");
+  if (!jobs.ok()) return fail(jobs.status());
+  if (!jobs->is_object()) return fail(sumcast::Status::not_found("/sumcast/jobs: no answer (is this sumcastd?)"));
+  if (has_flag(o.args, "--json")) {
+    std::printf("%s\n", sumcast::ctl::to_json(jobs.value(), 2).c_str());
+    return 0;
+  }
+  std::printf("%8s  %-20s %5s %10s %6s %4s %8s %16s %18s\n", "job_id", "name", "world", "registered", "dtype", "op",
+              "running", "slots_completed", "ms_since_progress");
+  uint64_t shown = 0;
+  for (const auto& [key, j] : jobs->members()) {
+    if (key.rfind("job", 0) != 0 || !j.is_object()) continue;
+    const JsonValue* name = j.find("name");
+    const JsonValue* dtype = j.find("dtype");
+    const JsonValue* op = j.find("op");
+    std::printf("%8" PRIu64 "  %-20s %5" PRIu64 " %10" PRIu64 " %6s %4s %8s %16" PRIu64 " %18" PRIu64 "\n",
+                j.uint_at("job_id"), name != nullptr ? name->as_string().c_str() : "?", j.uint_at("world_size"),
+                j.uint_at("registered"), dtype != nullptr ? dtype->as_string().c_str() : "?",
+                op != nullptr ? op->as_string().c_str() : "?", j.uint_at("running") != 0 ? "yes" : "no",
+                j.uint_at("slots_completed"), j.uint_at("ms_since_progress"));
+    ++shown;
+  }
+  if (shown == 0) std::printf("(no jobs)\n");
+  if (const JsonValue* server = jobs->find("server"); server != nullptr && server->is_object()) {
+    std::string line;
+    for (const auto& [key, value] : server->members()) {
+      if (value.as_uint() != 0) line += " " + key + " " + std::to_string(value.as_uint());
+    }
+    std::printf("control plane:%s\n", line.empty() ? " (all counters zero)" : line.c_str());
+  }
+  return 0;
+}
+
+int cmd_check(const Options& o) {
+  if (o.args.size() != 1) {
+    std::fprintf(stderr, "sumcastctl: check needs exactly one FILE\n");
+    return kExitUsage;
+  }
+  const std::string& file = o.args[0];
+  Result<sumcast::config::AggConfig> cfg = sumcast::config::load_agg_config(file);
+  if (!cfg.ok()) return fail(cfg.status());
+  if (sumcast::Status st = sumcast::config::validate_agg_config(cfg.value()); !st.ok()) return fail(st);
+  std::printf("%s: OK\n", file.c_str());
+  return 0;
+}
+
+int cmd_version(const Options& o) {
+  std::printf("sumcastctl %s\n", SUMCAST_VERSION);
+  auto client = connect(o);
+  if (!client.ok()) {
+    std::printf("sumcastd: not reachable at %s\n", socket_path(o).c_str());
+    return 0;
+  }
+  Result<JsonValue> v = (*client)->query("/sumcast/version");
+  if (!v.ok() || !v->is_object()) {
+    std::printf("sumcastd: no answer to /sumcast/version at %s\n", socket_path(o).c_str());
+    return 0;
+  }
+  const JsonValue* d = v->find("sumcastd");
+  const JsonValue* dpdk = v->find("dpdk");
+  std::printf("sumcastd %s (%s), pid %" PRIu64 "\n", d != nullptr ? d->as_string().c_str() : "?",
+              dpdk != nullptr ? dpdk->as_string().c_str() : "?", (*client)->greeting().uint_at("pid"));
+  return 0;
+}
+
+// Returns -1 to go on, else the exit status.
+int parse(int argc, char** argv, Options* o) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sumcastctl: %s needs %s\n", argv[i], what);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    if (a == "--prefix" || a == "-p") {
+      const char* v = value("a file prefix");
+      if (v == nullptr) return kExitUsage;
+      o->prefix = v;
+    } else if (a == "--socket") {
+      const char* v = value("a path");
+      if (v == nullptr) return kExitUsage;
+      o->socket = v;
+    } else if (a == "--timeout") {
+      const char* v = value("milliseconds");
+      if (v == nullptr) return kExitUsage;
+      o->timeout_ms = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+      if (o->timeout_ms == 0) o->timeout_ms = 2000;
+    } else if (a == "-h" || a == "--help" || a == "help") {
+      usage(stdout);
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "sumcastctl: unknown option '%s'\n", argv[i]);
+      usage(stderr);
+      return kExitUsage;
+    } else {
+      break;
+    }
+  }
+  if (i >= argc) {
+    usage(stderr);
+    return kExitUsage;
+  }
+  o->command = argv[i++];
+  for (; i < argc; ++i) o->args.emplace_back(argv[i]);
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const int rc = parse(argc, argv, &o); rc >= 0) return rc;
+  for (const std::string& a : o.args) {
+    if (o.command != "check" && a != "--json") {
+      std::fprintf(stderr, "sumcastctl: %s: unknown argument '%s'\n", o.command.c_str(), a.c_str());
+      return kExitUsage;
+    }
+  }
+  if (o.command == "stats") return cmd_stats(o);
+  if (o.command == "jobs") return cmd_jobs(o);
+  if (o.command == "check") return cmd_check(o);
+  if (o.command == "version") return cmd_version(o);
+  std::fprintf(stderr, "sumcastctl: unknown command '%s'\n", o.command.c_str());
+  usage(stderr);
+  return kExitUsage;
+}
