@@ -1,0 +1,92 @@
+// Plugin settings (config.h): defaults, environment over file, and errors that name the key.
+#include "config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+
+namespace sumcast::nccl {
+namespace {
+
+struct Env {
+  std::map<std::string, std::string> vars;
+  std::function<const char*(const char*)> getter() {
+    return [this](const char* k) -> const char* {
+      auto it = vars.find(k);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  }
+};
+
+std::string write_file(const std::string& text) {
+  char path[] = "/tmp/nccl-config-test.XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  std::FILE* f = fdopen(fd, "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+TEST(PluginConfig, DefaultsWithoutEnvironmentOrFile) {
+  Env env{{{"SUMCAST_NCCL_CONF", "/dev/null"}}};
+  auto c = load_config(env.getter());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->appliances.empty());
+  EXPECT_EQ(c->payload_bytes, 1024u);
+  EXPECT_EQ(c->max_recvs, 8);
+  EXPECT_TRUE(c->cuda);
+  EXPECT_TRUE(c->if_names.empty());
+}
+
+TEST(PluginConfig, EnvironmentOverridesTheFile) {
+  const std::string file = write_file(
+      "# admin settings\nSUMCAST_APPLIANCES=10.0.0.1:4790@2,10.0.0.2:4790\n"
+      "SUMCAST_PAYLOAD_BYTES=512\n");
+  Env env{{{"SUMCAST_NCCL_CONF", file}, {"SUMCAST_PAYLOAD_BYTES", "2048"}, {"NCCL_SOCKET_IFNAME", "^docker,lo"}}};
+  auto c = load_config(env.getter());
+  std::remove(file.c_str());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_EQ(c->appliances.size(), 2u);
+  EXPECT_EQ(c->appliances[0].address, "10.0.0.1:4790");
+  EXPECT_EQ(c->appliances[0].weight, 2.0);
+  EXPECT_EQ(c->payload_bytes, 2048u);
+  EXPECT_TRUE(c->if_exclude);
+  EXPECT_EQ(c->if_names, (std::vector<std::string>{"docker", "lo"}));
+}
+
+TEST(PluginConfig, UnknownKeyInTheFileIsAnErrorWithItsLine) {
+  const std::string file = write_file("SUMCAST_PAYLOAD_BYTES=512\nSUMCAST_APPLIANCE=10.0.0.1:4790\n");
+  Env env{{{"SUMCAST_NCCL_CONF", file}}};
+  auto c = load_config(env.getter());
+  std::remove(file.c_str());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find(":2: unknown key SUMCAST_APPLIANCE"), std::string::npos) << c.status().message();
+}
+
+TEST(PluginConfig, OutOfRangeValueNamesTheKey) {
+  Env env{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"SUMCAST_NCCL_MAX_RECVS", "9"}}};
+  auto c = load_config(env.getter());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("SUMCAST_NCCL_MAX_RECVS=9"), std::string::npos) << c.status().message();
+}
+
+TEST(PluginConfig, MissingExplicitFileIsAnError) {
+  Env env{{{"SUMCAST_NCCL_CONF", "/nonexistent/nccl.conf"}}};
+  EXPECT_FALSE(load_config(env.getter()).ok());
+}
+
+TEST(PluginConfig, TokenFileGivesTheFirstLine) {
+  const std::string file = write_file("s3cret\nignored\n");
+  Env env{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"SUMCAST_TOKEN", "x"}, {"SUMCAST_TOKEN_FILE", file}}};
+  auto c = load_config(env.getter());
+  std::remove(file.c_str());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->token, "s3cret");
+}
+
+}  // namespace
+}  // namespace sumcast::nccl

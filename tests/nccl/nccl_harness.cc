@@ -1,0 +1,573 @@
+// nccl_harness: one rank of a multi-process test of libnccl-net-sumcast.so, driving it exactly as
+// NCCL does (plugin_api.h: dlopen, dlsym by ABI version), with every result checked exactly.
+//
+//   nccl_harness --plugin SO --abi 8|9|10 --mode collnet|net --rank R --nranks N --bootstrap PATH
+//
+// collnet: init with a logger, devices, getProperties, the reduceSupport matrix (12 types x 5
+//   ops, against the table below), listen, handle all-gather (bootstrap.h), connect, closeListen,
+//   regMr of an NCCL-style staging region (and a CUDA registration that must fail without a GPU),
+//   then for each (dtype, op) a chunked all-reduce as NCCL's proxy issues it: 8 slots, up to 8
+//   calls in flight, NULL requests retried, test polled oldest first, each chunk verified, then
+//   iflush; then windowed iallgather and ireducescatter; deregMr, closeColl.
+// net: a ring (send to R+1, receive from R-1): listen, handle all-gather, connect and accept
+//   interleaved (neither blocks), grouped receives of 4 tags whose sends arrive in reverse tag
+//   order, sizes from 0 bytes to 1 MiB, 8 rounds in flight, every byte and size checked; then the
+//   request limit (32 per comm) on both sides; close everything.
+// Exit status 0 when every check passed; each failure prints a line naming what differed.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bootstrap.h"
+#include "plugin_api.h"
+
+namespace sumcast::nccl_test {
+namespace {
+
+int g_rank = 0;
+int g_failures = 0;
+int g_warnings = 0;
+
+void logger(ncclDebugLogLevel level, unsigned long, const char* file, int line, const char* fmt, ...) {
+  if (level == NCCL_LOG_WARN) ++g_warnings;
+  if (level > NCCL_LOG_INFO) return;
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "[rank %d] %s %s:%d %s\n", g_rank, level == NCCL_LOG_WARN ? "WARN" : "INFO", file, line, text);
+}
+
+#define CHECK(cond, ...)                                                          \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      ++g_failures;                                                               \
+      std::fprintf(stderr, "[rank %d] FAIL %s:%d: ", g_rank, __FILE__, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);                                          \
+      std::fputc('\n', stderr);                                                   \
+      if (g_failures > 20) throw std::runtime_error("too many failures");         \
+    }                                                                             \
+  } while (0)
+
+#define NCCL_OK(call)                                                                                        \
+  do {                                                                                                       \
+    const ncclResult_t _r = (call);                                                                          \
+    if (_r != ncclSuccess) throw std::runtime_error(std::string(#call) + " returned " + std::to_string(_r)); \
+  } while (0)
+
+using Clock = std::chrono::steady_clock;
+Clock::time_point g_deadline;
+
+void check_deadline(const char* what) {
+  if (Clock::now() > g_deadline) throw std::runtime_error(std::string("deadline passed while ") + what);
+}
+
+// ---- values: small integers, exact in every dtype and in any summation order -------------------
+
+int64_t contribution(int rank, size_t i, int64_t modulus) {
+  return static_cast<int64_t>((i * 7 + static_cast<size_t>(rank) * 13) % static_cast<size_t>(modulus)) - modulus / 2;
+}
+
+uint16_t fp16_of_int(int64_t v) {  // exact for |v| < 2048
+  if (v == 0) return 0;
+  uint16_t sign = v < 0 ? 0x8000 : 0;
+  uint64_t a = static_cast<uint64_t>(v < 0 ? -v : v);
+  int e = 0;
+  while ((a >> (e + 1)) != 0) ++e;
+  const uint64_t mant = (a << (10 - e)) & 0x3ff;
+  return static_cast<uint16_t>(sign | ((e + 15) << 10) | mant);
+}
+
+uint16_t bf16_of_int(int64_t v) {  // exact for |v| <= 256
+  const float f = static_cast<float>(v);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+size_t dtype_size(ncclDataType_t t) {
+  switch (t) {
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclFloat64:
+      return 8;
+    default:
+      return 4;
+  }
+}
+
+void store(ncclDataType_t t, void* base, size_t i, int64_t v) {
+  char* p = static_cast<char*>(base) + i * dtype_size(t);
+  if (t == ncclFloat32) {
+    const float f = static_cast<float>(v);
+    std::memcpy(p, &f, 4);
+  } else if (t == ncclFloat64) {
+    const double d = static_cast<double>(v);
+    std::memcpy(p, &d, 8);
+  } else if (t == ncclInt32) {
+    const int32_t x = static_cast<int32_t>(v);
+    std::memcpy(p, &x, 4);
+  } else if (t == ncclFloat16) {
+    const uint16_t h = fp16_of_int(v);
+    std::memcpy(p, &h, 2);
+  } else {
+    const uint16_t b = bf16_of_int(v);
+    std::memcpy(p, &b, 2);
+  }
+}
+
+int64_t expected(ncclRedOp_t op, int nranks, size_t i, int64_t modulus) {
+  int64_t acc = contribution(0, i, modulus);
+  for (int r = 1; r < nranks; ++r) {
+    const int64_t v = contribution(r, i, modulus);
+    acc = op == ncclSum ? acc + v : op == ncclMax ? std::max(acc, v) : std::min(acc, v);
+  }
+  return acc;
+}
+
+// What the wire sums exactly (DESIGN.md §3), written out here independently of the plugin.
+bool should_support(int dtype, int op) {
+  const bool type_ok = dtype == ncclFloat32 || dtype == ncclFloat16 || dtype == ncclBfloat16 || dtype == ncclInt32 ||
+                       dtype == ncclFloat64;
+  const bool op_ok = op == ncclSum || op == ncclMax || op == ncclMin;
+  return type_ok && op_ok;
+}
+
+// ---- CollNet --------------------------------------------------------------------------------------
+
+constexpr int kSteps = 8;  // NCCL_STEPS: slots of the staging region, calls in flight per channel
+
+struct Case {
+  ncclDataType_t dtype;
+  ncclRedOp_t op;
+  size_t elements;
+  size_t chunk;  // elements per iallreduce
+  int64_t modulus;
+};
+
+void wait_request(CollApi& api, void* req, int* size, const char* what) {
+  int done = 0;
+  while (!done) {
+    check_deadline(what);
+    NCCL_OK(api.test(req, &done, size));
+  }
+}
+
+void run_allreduce_case(CollApi& api, void* comm, const Case& c, int rank, int nranks, char* send_region,
+                        char* recv_region, void* send_mh, void* recv_mh) {
+  const size_t elem = dtype_size(c.dtype);
+  const size_t slot_bytes = c.chunk * elem;
+  const size_t steps = (c.elements + c.chunk - 1) / c.chunk;
+  void* requests[kSteps] = {};
+  size_t counts[kSteps] = {};
+  size_t posted = 0;
+  size_t done = 0;
+  size_t wrong = 0;
+  size_t retries = 0;
+  while (done < steps) {
+    check_deadline("all-reduce chunks");
+    if (posted < steps && posted < done + kSteps) {  // NCCL's proxy: post while a slot is free
+      const int slot = static_cast<int>(posted % kSteps);
+      const size_t first = posted * c.chunk;
+      const size_t count = std::min(c.chunk, c.elements - first);
+      char* s = send_region + static_cast<size_t>(slot) * slot_bytes;
+      for (size_t i = 0; i < count; ++i) store(c.dtype, s, i, contribution(rank, first + i, c.modulus));
+      std::memset(recv_region + static_cast<size_t>(slot) * slot_bytes, 0xee, count * elem);
+      NCCL_OK(api.iallreduce(comm, s, recv_region + static_cast<size_t>(slot) * slot_bytes, count, c.dtype, c.op,
+                             send_mh, recv_mh, &requests[slot]));
+      if (requests[slot] != nullptr) {
+        counts[slot] = count;
+        ++posted;
+      } else {
+        ++retries;  // no free request: NCCL retries the same call later
+      }
+    }
+    const int slot = static_cast<int>(done % kSteps);
+    if (done < posted) {
+      int finished = 0;
+      int size = -1;
+      NCCL_OK(api.test(requests[slot], &finished, &size));
+      if (finished) {
+        CHECK(size == static_cast<int>(counts[slot] * elem), "test size %d, want %zu", size, counts[slot] * elem);
+        const size_t first = done * c.chunk;
+        std::vector<char> want(counts[slot] * elem);
+        for (size_t i = 0; i < counts[slot]; ++i)
+          store(c.dtype, want.data(), i, expected(c.op, nranks, first + i, c.modulus));
+        const char* got = recv_region + static_cast<size_t>(slot) * slot_bytes;
+        for (size_t i = 0; i < counts[slot]; ++i)
+          wrong += std::memcmp(got + i * elem, want.data() + i * elem, elem) != 0;
+        void* flush = nullptr;
+        NCCL_OK(api.iflush(comm, recv_region + static_cast<size_t>(slot) * slot_bytes,
+                           static_cast<int>(counts[slot] * elem), recv_mh, &flush));
+        if (flush != nullptr) wait_request(api, flush, nullptr, "iflush");
+        requests[slot] = nullptr;
+        ++done;
+      }
+    }
+  }
+  CHECK(wrong == 0, "dtype %d op %d: %zu of %zu elements wrong", c.dtype, c.op, wrong, c.elements);
+  std::printf("[rank %d] iallreduce dtype %d op %d: %zu elements in %zu chunks exact (%zu NULL-request retries)\n",
+              rank, c.dtype, c.op, c.elements, steps, retries);
+}
+
+void run_allgather(CollApi& api, void* comm, int rank, int nranks) {
+  const size_t bpr = 1002;    // not a multiple of 4: the plugin pads the int32 sum
+  const size_t window = 700;  // windows straddle rank boundaries
+  std::vector<unsigned char> mine(bpr);
+  for (size_t i = 0; i < bpr; ++i)
+    mine[i] = static_cast<unsigned char>((i * 31 + static_cast<size_t>(rank) * 17 + 5) & 0xff);
+  std::vector<unsigned char> out(bpr * static_cast<size_t>(nranks), 0xee);
+  for (size_t wo = 0; wo < out.size(); wo += window) {
+    const size_t wb = std::min(window, out.size() - wo);
+    const size_t lo = std::max(wo, static_cast<size_t>(rank) * bpr);
+    // send_data is this rank's data at the window's first byte of its own part (NCCL's convention)
+    void* send = mine.data() + std::min(lo - static_cast<size_t>(rank) * bpr, bpr);
+    SgePart part{nullptr, out.data() + wo, wb};
+    void* req = nullptr;
+    while (req == nullptr) {
+      check_deadline("iallgather");
+      NCCL_OK(api.iallgather(comm, send, 1, &part, bpr, wo, wb, nullptr, &req));
+    }
+    int size = -1;
+    wait_request(api, req, &size, "iallgather");
+    CHECK(size == static_cast<int>(wb), "iallgather size %d, want %zu", size, wb);
+  }
+  size_t wrong = 0;
+  for (int r = 0; r < nranks; ++r) {
+    for (size_t i = 0; i < bpr; ++i) {
+      wrong += out[static_cast<size_t>(r) * bpr + i] !=
+               static_cast<unsigned char>((i * 31 + static_cast<size_t>(r) * 17 + 5) & 0xff);
+    }
+  }
+  CHECK(wrong == 0, "iallgather: %zu of %zu bytes wrong", wrong, out.size());
+  std::printf("[rank %d] iallgather: %zu bytes in windows of %zu exact\n", rank, out.size(), window);
+}
+
+void run_reducescatter(CollApi& api, void* comm, int rank, int nranks) {
+  const size_t per_rank = 1000;  // fp32 elements per rank
+  const size_t bpr = per_rank * 4;
+  const size_t window = 1536;  // bytes; multiple of 4, straddles rank boundaries
+  const size_t total = bpr * static_cast<size_t>(nranks);
+  std::vector<char> send(total);
+  for (size_t i = 0; i < total / 4; ++i) store(ncclFloat32, send.data(), i, contribution(rank, i, 200));
+  std::vector<char> out(bpr, static_cast<char>(0xee));
+  const size_t mine = static_cast<size_t>(rank) * bpr;
+  for (size_t wo = 0; wo < total; wo += window) {
+    const size_t wb = std::min(window, total - wo);
+    const size_t lo = std::min(std::max(wo, mine), mine + bpr);
+    SgePart part{nullptr, send.data() + wo, wb};
+    void* req = nullptr;
+    while (req == nullptr) {
+      check_deadline("ireducescatter");
+      NCCL_OK(api.ireducescatter(comm, 1, &part, out.data() + (lo - mine), bpr, wo, wb, ncclFloat32, ncclSum, nullptr,
+                                 &req));
+    }
+    int size = -1;
+    wait_request(api, req, &size, "ireducescatter");
+    const size_t hi = std::max(std::min(wo + wb, mine + bpr), lo);
+    CHECK(size == static_cast<int>(hi - lo), "ireducescatter size %d, want %zu", size, hi - lo);
+  }
+  std::vector<char> want(bpr);
+  for (size_t i = 0; i < per_rank; ++i)
+    store(ncclFloat32, want.data(), i, expected(ncclSum, nranks, mine / 4 + i, 200));
+  CHECK(std::memcmp(out.data(), want.data(), bpr) == 0, "ireducescatter: this rank's part differs");
+  std::printf("[rank %d] ireducescatter: %zu bytes per rank in windows of %zu exact\n", rank, bpr, window);
+}
+
+void run_collnet(Plugin& p, Bootstrap& boot, int rank, int nranks) {
+  CollApi& api = p.coll;
+  CHECK(api.name == "sumcast", "CollNet name '%s'", api.name.c_str());
+  NCCL_OK(api.init(logger));
+  int ndev = 0;
+  NCCL_OK(api.devices(&ndev));
+  CHECK(ndev >= 1, "CollNet devices %d (is SUMCAST_APPLIANCES set?)", ndev);
+  if (ndev < 1) return;
+  Props props;
+  NCCL_OK(api.properties(0, &props));
+  CHECK(!props.name.empty() && props.speed > 0 && (props.ptr_support & NCCL_PTR_HOST) && props.max_comms > 0,
+        "CollNet properties: name '%s' speed %d ptrSupport %d maxComms %d", props.name.c_str(), props.speed,
+        props.ptr_support, props.max_comms);
+  CHECK(props.device_type == NCCL_NET_DEVICE_HOST, "netDeviceType %d", props.device_type);
+  if (props.vdevs != -1) CHECK(props.vdevs == 1 && props.vdev0 == 0 && props.max_coll > 0, "v9+ vProps/maxCollBytes");
+  for (int t = 0; t < kNcclNumTypesMax; ++t) {
+    for (int op = 0; op <= ncclAvg; ++op) {
+      int supported = -1;
+      NCCL_OK(api.reduce_support(static_cast<ncclDataType_t>(t), static_cast<ncclRedOp_t>(op), &supported));
+      CHECK(supported == (should_support(t, op) ? 1 : 0), "reduceSupport(type %d, op %d) = %d", t, op, supported);
+    }
+  }
+
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* listen_comm = nullptr;
+  NCCL_OK(api.listen(0, handle, &listen_comm));
+  std::string all = boot.allgather(std::string(handle, sizeof(handle)));
+  std::vector<void*> handles(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r)
+    handles[static_cast<size_t>(r)] = all.data() + static_cast<size_t>(r) * sizeof(handle);
+  void* comm = nullptr;
+  NCCL_OK(api.connect(handles.data(), nranks, rank, listen_comm, &comm));
+  CHECK(comm != nullptr, "connect returned no comm");
+  NCCL_OK(api.close_listen(listen_comm));
+
+  const size_t region_bytes = size_t{kSteps} * 65536 * 8;  // 8 slots of up to 64 Ki fp64 elements
+  std::vector<char> send_region(region_bytes);
+  std::vector<char> recv_region(region_bytes);
+  void* send_mh = nullptr;
+  void* recv_mh = nullptr;
+  NCCL_OK(api.reg_mr(comm, send_region.data(), region_bytes, NCCL_PTR_HOST, &send_mh));
+  NCCL_OK(api.reg_mr(comm, recv_region.data(), region_bytes, NCCL_PTR_HOST, &recv_mh));
+  if ((props.ptr_support & NCCL_PTR_CUDA) == 0) {
+    void* bad = nullptr;
+    const int before = g_warnings;
+    CHECK(api.reg_mr(comm, send_region.data(), 64, NCCL_PTR_CUDA, &bad) != ncclSuccess,
+          "regMr(NCCL_PTR_CUDA) succeeded without CUDA support");
+    CHECK(g_warnings == before + 1, "the refused CUDA regMr logged %d WARN lines", g_warnings - before);
+  }
+
+  const Case cases[] = {
+      {ncclFloat32, ncclSum, 100000, 16384, 1000}, {ncclFloat16, ncclSum, 30000, 8192, 64},
+      {ncclBfloat16, ncclSum, 30000, 8192, 16},    {ncclInt32, ncclSum, 50000, 8192, 1 << 20},
+      {ncclInt32, ncclMax, 20000, 4096, 1000},     {ncclInt32, ncclMin, 20000, 4096, 1000},
+      {ncclFloat64, ncclSum, 40000, 8192, 1000},   {ncclFloat32, ncclMax, 20000, 4096, 1000},
+      {ncclFloat16, ncclMin, 10000, 4096, 64},     {ncclBfloat16, ncclMax, 10000, 4096, 16},
+  };
+  for (const Case& c : cases) {
+    run_allreduce_case(api, comm, c, rank, nranks, send_region.data(), recv_region.data(), send_mh, recv_mh);
+  }
+  run_allgather(api, comm, rank, nranks);
+  run_reducescatter(api, comm, rank, nranks);
+  NCCL_OK(api.dereg_mr(comm, send_mh));
+  NCCL_OK(api.dereg_mr(comm, recv_mh));
+  NCCL_OK(api.close_coll(comm));
+}
+
+// ---- ncclNet ----------------------------------------------------------------------------------------
+
+unsigned char pattern(int sender, int round, int tag, size_t i) {
+  return static_cast<unsigned char>(
+      (i * 131 + static_cast<size_t>(sender) * 7 + static_cast<size_t>(round) * 11 + static_cast<size_t>(tag) * 3) &
+      0xff);
+}
+
+size_t message_size(int round, int tag) {
+  static const size_t kSizes[] = {0, 1, 4096, 65537, 1u << 20, 300, 8192, 12345};
+  return kSizes[static_cast<size_t>(round * 3 + tag) % 8];
+}
+
+void wait_net(NetApi& api, void* req, int* sizes, const char* what) {
+  int done = 0;
+  while (!done) {
+    check_deadline(what);
+    NCCL_OK(api.test(req, &done, sizes));
+  }
+}
+
+void run_net(Plugin& p, Bootstrap& boot, int rank, int nranks) {
+  NetApi& api = p.net;
+  CHECK(api.name == "sumcast", "net name '%s'", api.name.c_str());
+  NCCL_OK(api.init(logger));
+  int ndev = 0;
+  NCCL_OK(api.devices(&ndev));
+  CHECK(ndev >= 1, "net devices %d", ndev);
+  Props props;
+  NCCL_OK(api.properties(0, &props));
+  CHECK(!props.name.empty() && props.speed > 0 && (props.ptr_support & NCCL_PTR_HOST) && props.max_recvs >= 4,
+        "net properties: name '%s' speed %d ptrSupport %d maxRecvs %d", props.name.c_str(), props.speed,
+        props.ptr_support, props.max_recvs);
+  CHECK(props.has_pci_path == (access(("/sys/class/net/" + props.name + "/device").c_str(), F_OK) == 0),
+        "pciPath presence disagrees with /sys/class/net/%s/device", props.name.c_str());
+  std::printf("[rank %d] net device 0: %s, %d Mbit/s, maxRecvs %d, pciPath %s\n", rank, props.name.c_str(), props.speed,
+              props.max_recvs, props.has_pci_path ? "set" : "none (virtual NIC)");
+
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* listen_comm = nullptr;
+  NCCL_OK(api.listen(0, handle, &listen_comm));
+  std::string all = boot.allgather(std::string(handle, sizeof(handle)));
+  const int next = (rank + 1) % nranks;
+  char peer_handle[NCCL_NET_HANDLE_MAXSIZE];
+  std::memcpy(peer_handle, all.data() + static_cast<size_t>(next) * sizeof(handle), sizeof(handle));
+  void* send_comm = nullptr;
+  void* recv_comm = nullptr;
+  while (send_comm == nullptr || recv_comm == nullptr) {  // as NCCL: both sides retry, neither blocks
+    check_deadline("connect/accept");
+    if (send_comm == nullptr) NCCL_OK(api.connect(0, peer_handle, &send_comm));
+    if (recv_comm == nullptr) NCCL_OK(api.accept(listen_comm, &recv_comm));
+  }
+
+  constexpr int kGroup = 4;
+  constexpr int kRounds = 24;
+  const size_t max_msg = 1u << 20;
+  std::vector<std::vector<char>> sbuf(size_t{kSteps} * kGroup, std::vector<char>(max_msg));
+  std::vector<std::vector<char>> rbuf(size_t{kSteps} * kGroup, std::vector<char>(max_msg));
+  const int prev = (rank - 1 + nranks) % nranks;
+  void* sreq[kSteps][kGroup] = {};
+  void* rreq[kSteps] = {};
+  int sent = 0;
+  int received = 0;
+  int send_done = 0;
+  size_t wrong = 0;
+  int posted_recv = 0;
+  while (send_done < kRounds * kGroup || received < kRounds) {
+    check_deadline("net rounds");
+    if (posted_recv < kRounds && posted_recv < received + kSteps) {  // a grouped receive of 4 tags
+      const int slot = posted_recv % kSteps;
+      void* data[kGroup];
+      size_t sizes[kGroup];
+      int tags[kGroup];
+      for (int g = 0; g < kGroup; ++g) {
+        data[g] = rbuf[static_cast<size_t>(slot * kGroup + g)].data();
+        sizes[g] = max_msg;
+        tags[g] = 100 + g;
+      }
+      NCCL_OK(api.irecv(recv_comm, kGroup, data, sizes, tags, nullptr, &rreq[slot]));
+      if (rreq[slot] != nullptr) ++posted_recv;
+    }
+    if (sent < kRounds * kGroup && sent < send_done + kSteps * kGroup) {  // tags in reverse order
+      const int round = sent / kGroup;
+      const int tag = kGroup - 1 - sent % kGroup;
+      const int slot = round % kSteps;
+      std::vector<char>& b = sbuf[static_cast<size_t>(slot * kGroup + tag)];
+      const size_t n = message_size(round, tag);
+      for (size_t i = 0; i < n; ++i) b[i] = static_cast<char>(pattern(rank, round, tag, i));
+      NCCL_OK(api.isend(send_comm, b.data(), n, 100 + tag, nullptr, &sreq[slot][tag]));
+      if (sreq[slot][tag] != nullptr) ++sent;
+    }
+    if (send_done < sent) {
+      const int round = send_done / kGroup;
+      const int tag = kGroup - 1 - send_done % kGroup;
+      int done = 0;
+      int size = -1;
+      NCCL_OK(api.test(sreq[round % kSteps][tag], &done, &size));
+      if (done) {
+        CHECK(size == static_cast<int>(message_size(round, tag)), "send size %d", size);
+        ++send_done;
+      }
+    }
+    if (received < posted_recv) {
+      const int slot = received % kSteps;
+      int done = 0;
+      int sizes[kGroup] = {-1, -1, -1, -1};
+      NCCL_OK(api.test(rreq[slot], &done, sizes));
+      if (done) {
+        for (int g = 0; g < kGroup; ++g) {
+          const size_t want = message_size(received, g);
+          CHECK(sizes[g] == static_cast<int>(want), "round %d tag %d: size %d, want %zu", received, g, sizes[g], want);
+          const char* got = rbuf[static_cast<size_t>(slot * kGroup + g)].data();
+          for (size_t i = 0; i < want; ++i)
+            wrong += static_cast<unsigned char>(got[i]) != pattern(prev, received, g, i);
+        }
+        void* flush = nullptr;
+        void* data[1] = {rbuf[static_cast<size_t>(slot * kGroup)].data()};
+        int fsizes[1] = {1};
+        NCCL_OK(api.iflush(recv_comm, 1, data, fsizes, nullptr, &flush));
+        if (flush != nullptr) wait_net(api, flush, nullptr, "iflush");
+        ++received;
+      }
+    }
+  }
+  CHECK(wrong == 0, "net: %zu bytes wrong", wrong);
+  std::printf("[rank %d] net: %d grouped receives of %d tags exact\n", rank, kRounds, kGroup);
+
+  // Request limit: receives beyond NCCL_NET_MAX_REQUESTS get a NULL request; the sends then fill them.
+  std::vector<void*> limit_reqs;
+  std::vector<char> small(64 * NCCL_NET_MAX_REQUESTS);
+  for (int k = 0; k <= NCCL_NET_MAX_REQUESTS; ++k) {
+    void* data[1] = {small.data() + 64 * (k % NCCL_NET_MAX_REQUESTS)};
+    size_t sizes[1] = {64};
+    int tags[1] = {1000 + k};
+    void* req = nullptr;
+    NCCL_OK(api.irecv(recv_comm, 1, data, sizes, tags, nullptr, &req));
+    if (req == nullptr) break;
+    limit_reqs.push_back(req);
+  }
+  CHECK(limit_reqs.size() == NCCL_NET_MAX_REQUESTS, "%zu receives accepted, want %d", limit_reqs.size(),
+        NCCL_NET_MAX_REQUESTS);
+  std::vector<void*> limit_sends;
+  char token[64];
+  std::memset(token, rank + 1, sizeof(token));
+  for (int k = 0; k < NCCL_NET_MAX_REQUESTS; ++k) {
+    void* req = nullptr;
+    NCCL_OK(api.isend(send_comm, token, sizeof(token), 1000 + k, nullptr, &req));
+    CHECK(req != nullptr, "send %d of the limit test got no request", k);
+    if (req != nullptr) limit_sends.push_back(req);
+  }
+  for (void* r : limit_sends) wait_net(api, r, nullptr, "limit sends");
+  for (void* r : limit_reqs) {
+    int size = -1;
+    wait_net(api, r, &size, "limit receives");
+    CHECK(size == 64, "limit receive size %d", size);
+  }
+  CHECK(static_cast<unsigned char>(small[0]) == static_cast<unsigned char>(prev + 1), "limit payload from rank %d",
+        prev);
+  boot.barrier();  // nobody closes while a peer still reads
+  NCCL_OK(api.close_send(send_comm));
+  NCCL_OK(api.close_recv(recv_comm));
+  NCCL_OK(api.close_listen(listen_comm));
+}
+
+}  // namespace
+}  // namespace sumcast::nccl_test
+
+int main(int argc, char** argv) {
+  using namespace sumcast::nccl_test;  // NOLINT
+  std::string plugin, mode, boot_path;
+  int abi = 0, rank = -1, nranks = 0, timeout_s = 120;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const char* v = argv[i + 1];
+    if (k == "--plugin")
+      plugin = v;
+    else if (k == "--abi")
+      abi = std::atoi(v);
+    else if (k == "--mode")
+      mode = v;
+    else if (k == "--rank")
+      rank = std::atoi(v);
+    else if (k == "--nranks")
+      nranks = std::atoi(v);
+    else if (k == "--bootstrap")
+      boot_path = v;
+    else if (k == "--timeout")
+      timeout_s = std::atoi(v);
+  }
+  if (plugin.empty() || (mode != "collnet" && mode != "net") || rank < 0 || nranks < 2 || rank >= nranks ||
+      boot_path.empty()) {
+    std::fprintf(stderr,
+                 "usage: nccl_harness --plugin SO --abi 8|9|10 --mode collnet|net --rank R --nranks N "
+                 "--bootstrap PATH [--timeout S]\n");
+    return 2;
+  }
+  g_rank = rank;
+  g_deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  try {
+    Plugin p(plugin, abi);
+    Bootstrap boot(boot_path, rank, nranks, timeout_s * 1000);
+    if (mode == "collnet") {
+      run_collnet(p, boot, rank, nranks);
+    } else {
+      run_net(p, boot, rank, nranks);
+    }
+    boot.barrier();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] FAIL: %s\n", rank, e.what());
+    return 1;
+  }
+  if (g_failures != 0) {
+    std::fprintf(stderr, "[rank %d] %d check(s) failed\n", rank, g_failures);
+    return 1;
+  }
+  std::printf("[rank %d] PASS: ABI v%d %s, %d ranks\n", rank, abi, mode.c_str(), nranks);
+  return 0;
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The NCCL plugin driven as NCCL drives it, by N processes (tests/nccl/nccl_harness.cc), for one
+# exported ABI version: first the CollNet path (all-reduce chunks, all-gather and reduce-scatter
+# windows through an appliance), then the ncclNet path (a TCP ring with grouped receives).
+#
+#   nccl_plugin_test.sh local   ABI HARNESS PLUGIN NCCL_TEST_APPLIANCE [N]
+#       N processes on loopback; the appliance is the embedded service in its own process
+#       (nccl_test_appliance), bound to 127.0.8.<ABI> so that versions can run side by side.
+#   nccl_plugin_test.sh testbed ABI HARNESS PLUGIN SUMCASTD [N]
+#       the namespace test bed (tools/testbed/testbed.sh): sumcastd on net_af_packet in the
+#       appliance namespace, rank i in namespace w<i>, ncclNet over the worker veths. Needs root
+#       (exit 77, skipped, otherwise).
+set -euo pipefail
+
+kind=$1 abi=$2 harness=$3 plugin=$4 appliance=$5 n=${6:-3}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$(mktemp -d /tmp/nccl-plugin-test.XXXXXX)
+app_pid=""
+pids=()
+cleanup() {
+  local rc=$?
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  if [ -n "$app_pid" ]; then kill -TERM "$app_pid" 2>/dev/null || true; wait "$app_pid" 2>/dev/null || true; fi
+  if [ "$kind" = testbed ]; then tb_down; rm -rf "/var/run/dpdk/$TB_PREFIX"; fi
+  if [ $rc -ne 0 ]; then
+    for f in "$work"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -40 "$f"; }; done
+  fi
+  rm -rf "$work"
+  exit $rc
+}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"; echo >>"$work/token"
+
+run_in() {  # rank command...
+  local r=$1; shift
+  if [ "$kind" = testbed ]; then tb_exec "w$r" "$@"; else "$@"; fi
+}
+
+if [ "$kind" = local ]; then
+  trap cleanup EXIT
+  app_ip=127.0.8.$abi
+  "$appliance" --bind "$app_ip" --token-file "$work/token" >"$work/appliance.log" 2>&1 &
+  app_pid=$!
+  deadline=$((SECONDS + 30))
+  until grep -q '^ready ' "$work/appliance.log" 2>/dev/null; do
+    kill -0 "$app_pid" 2>/dev/null || fail "the test appliance exited: $(cat "$work/appliance.log")"
+    [ $SECONDS -lt $deadline ] || fail "the test appliance did not come up"
+    read -rt 0.05 <> <(:) || true
+  done
+  export SUMCAST_APPLIANCES; SUMCAST_APPLIANCES=$(sed -n 's/^ready //p' "$work/appliance.log")
+  export SUMCAST_NCCL_IFNAME="=lo"
+elif [ "$kind" = testbed ]; then
+  [ "$(id -u)" = 0 ] || { echo "skipped: needs root (network namespaces)"; exit 77; }
+  # shellcheck source=../../tools/testbed/testbed.sh
+  source "${SUMCAST_SOURCE_DIR:-$here/../..}/tools/testbed/testbed.sh"
+  tb_up "$n"
+  trap cleanup EXIT
+  TB_HUGE=off tb_agg_conf "$work/agg.conf" "$work/token" af_packet
+  ip netns exec "$(tb_ns app)" "$appliance" -c "$work/agg.conf" >"$work/sumcastd.log" 2>&1 &
+  app_pid=$!
+  tb_wait_line "$work/sumcastd.log" "^sumcastd: ready" 60 "$app_pid" || fail "sumcastd did not become ready"
+  export SUMCAST_APPLIANCES="$TB_MGMT_IP:4790"
+else
+  fail "unknown kind '$kind' (local or testbed)"
+fi
+export SUMCAST_TOKEN_FILE="$work/token" SUMCAST_NCCL_CONF=/dev/null
+
+for mode in collnet net; do
+  pids=()
+  for ((r = 0; r < n; r++)); do
+    run_in "$r" "$harness" --plugin "$plugin" --abi "$abi" --mode "$mode" --rank "$r" --nranks "$n" \
+      --bootstrap "$work/boot-$mode.sock" --timeout 150 >"$work/$mode-rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((r = 0; r < n; r++)); do
+    wait "${pids[$r]}" || fail "$mode rank $r exited with $? ($(grep -m3 FAIL "$work/$mode-rank$r.log" || tail -1 "$work/$mode-rank$r.log"))"
+  done
+  pids=()
+  grep -h "exact\|PASS\|net device" "$work/$mode-rank0.log"
+  if [ "$mode" = collnet ]; then
+    grep -q "CollNet closeColl rank 0/$n" "$work/$mode-rank0.log" || fail "no closeColl summary from the plugin"
+  fi
+done
+if [ "$kind" = testbed ]; then
+  grep -q "SIGTERM\|stopped" "$work/sumcastd.log" || true
+fi
+echo "PASS: NCCL plugin ABI v$abi, $kind, $n ranks: CollNet and ncclNet exact"

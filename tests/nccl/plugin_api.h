@@ -1,0 +1,97 @@
+// The test harness's view of libnccl-net-sumcast.so, loaded the way NCCL loads it: dlopen, then
+// dlsym of "ncclNetPlugin_v<N>" / "ncclCollNetPlugin_v<N>" for one ABI version, then calls through
+// the table with that version's argument types (int sizes in v8, size_t in v9+, v10's extra
+// arguments). Each version's table is wrapped into the same std::function set so one test body
+// drives all of them.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sumcast/nccl/nccl_abi.h"
+
+namespace sumcast::nccl_test {
+
+using namespace sumcast::nccl::abi;  // NOLINT: the harness reads like NCCL
+
+struct Props {
+  std::string name;
+  bool has_pci_path = false;
+  uint64_t guid = 0;
+  int ptr_support = 0;
+  int speed = 0;
+  int max_comms = 0;
+  int max_recvs = 0;
+  int device_type = -1;
+  int vdevs = -1;  // v9+: vProps.ndevs
+  int vdev0 = -1;
+  size_t max_p2p = 0;  // v9+
+  size_t max_coll = 0;
+};
+
+struct SgePart {
+  void* mhandle;
+  void* address;
+  size_t size;
+};
+
+struct NetApi {
+  std::string name;
+  std::function<ncclResult_t(ncclDebugLogger_t)> init;
+  std::function<ncclResult_t(int*)> devices;
+  std::function<ncclResult_t(int, Props*)> properties;
+  std::function<ncclResult_t(int, void*, void**)> listen;
+  std::function<ncclResult_t(int, void*, void**)> connect;
+  std::function<ncclResult_t(void*, void**)> accept;
+  std::function<ncclResult_t(void*, void*, size_t, int, void**)> reg_mr;
+  std::function<ncclResult_t(void*, void*)> dereg_mr;
+  std::function<ncclResult_t(void*, void*, size_t, int, void*, void**)> isend;
+  std::function<ncclResult_t(void*, int, void**, size_t*, int*, void**, void**)> irecv;
+  std::function<ncclResult_t(void*, int, void**, int*, void**, void**)> iflush;
+  std::function<ncclResult_t(void*, int*, int*)> test;
+  std::function<ncclResult_t(void*)> close_send, close_recv, close_listen;
+};
+
+struct CollApi {
+  std::string name;
+  std::function<ncclResult_t(ncclDebugLogger_t)> init;
+  std::function<ncclResult_t(int*)> devices;
+  std::function<ncclResult_t(int, Props*)> properties;
+  std::function<ncclResult_t(int, void*, void**)> listen;
+  std::function<ncclResult_t(void**, int, int, void*, void**)> connect;
+  std::function<ncclResult_t(ncclDataType_t, ncclRedOp_t, int*)> reduce_support;
+  std::function<ncclResult_t(void*, void*, size_t, int, void**)> reg_mr;
+  std::function<ncclResult_t(void*, void*)> dereg_mr;
+  std::function<ncclResult_t(void*, void*, void*, size_t, ncclDataType_t, ncclRedOp_t, void*, void*, void**)>
+      iallreduce;
+  std::function<ncclResult_t(void*, void*, int, SgePart*, size_t, size_t, size_t, void*, void**)> iallgather;
+  std::function<ncclResult_t(void*, int, SgePart*, void*, size_t, size_t, size_t, ncclDataType_t, ncclRedOp_t, void*,
+                             void**)>
+      ireducescatter;
+  std::function<ncclResult_t(void*, void*, int, void*, void**)> iflush;
+  std::function<ncclResult_t(void*, int*, int*)> test;
+  std::function<ncclResult_t(void*)> close_coll, close_listen;
+};
+
+class Plugin {
+ public:
+  // Throws std::runtime_error when the library or a table of `abi` cannot be found.
+  Plugin(const std::string& path, int abi);
+  ~Plugin();
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+
+  NetApi net;
+  CollApi coll;
+
+ private:
+  void* lib_ = nullptr;
+};
+
+}  // namespace sumcast::nccl_test

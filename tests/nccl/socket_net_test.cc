@@ -1,0 +1,216 @@
+// The ncclNet core (socket_net.h through core.h) on loopback, in one process: connection set-up
+// without blocking, grouped receives matched by tag, size limits, the request limit, handles from
+// another listener, and what is refused (CUDA memory without a GPU, DMA-BUF).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "sumcast/nccl/core.h"
+
+namespace sumcast::nccl {
+namespace {
+
+using abi::ncclSuccess;
+
+// The plugin reads its settings once per process: loopback only, no settings file.
+const bool kEnv = [] {
+  setenv("SUMCAST_NCCL_IFNAME", "=lo", 1);
+  setenv("SUMCAST_NCCL_CONF", "/dev/null", 1);
+  return true;
+}();
+
+struct Pair {
+  void* listen = nullptr;
+  void* send = nullptr;
+  void* recv = nullptr;
+  ~Pair() {
+    if (send != nullptr) net_close_send(send);
+    if (recv != nullptr) net_close_recv(recv);
+    if (listen != nullptr) net_close_listen(listen);
+  }
+};
+
+// Connects as NCCL does: both calls return without a comm until the connection is up.
+void connect_pair(Pair* p) {
+  ASSERT_TRUE(kEnv);
+  ASSERT_EQ(init(nullptr), ncclSuccess);
+  char handle[abi::NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(net_listen(0, handle, &p->listen), ncclSuccess);
+  for (int i = 0; i < 100000 && (p->send == nullptr || p->recv == nullptr); ++i) {
+    if (p->send == nullptr) {
+      ASSERT_EQ(net_connect(0, handle, &p->send), ncclSuccess);
+    }
+    if (p->recv == nullptr) {
+      ASSERT_EQ(net_accept(p->listen, &p->recv), ncclSuccess);
+    }
+  }
+  ASSERT_NE(p->send, nullptr);
+  ASSERT_NE(p->recv, nullptr);
+}
+
+bool poll_done(void* req, int* sizes) {
+  for (int i = 0; i < 1000000; ++i) {
+    int done = 0;
+    if (net_test(req, &done, sizes) != ncclSuccess) return false;
+    if (done) return true;
+  }
+  return false;
+}
+
+TEST(SocketNet, DevicesReportLoopbackWithItsProperties) {
+  ASSERT_EQ(init(nullptr), ncclSuccess);
+  int n = 0;
+  ASSERT_EQ(net_devices(&n), ncclSuccess);
+  ASSERT_EQ(n, 1);
+  DeviceProperties p;
+  ASSERT_EQ(net_properties(0, &p), ncclSuccess);
+  EXPECT_STREQ(p.name, "lo");
+  EXPECT_EQ(p.pci_path, nullptr);  // no /sys/class/net/lo/device
+  EXPECT_GT(p.speed_mbps, 0);
+  EXPECT_TRUE(p.ptr_support & abi::NCCL_PTR_HOST);
+  EXPECT_GE(p.max_recvs, 4);
+  EXPECT_NE(net_properties(1, &p), ncclSuccess);
+}
+
+TEST(SocketNet, GroupedReceiveMatchesTagsInAnyArrivalOrder) {
+  Pair p;
+  connect_pair(&p);
+  std::vector<char> a(1000, 'a'), b(70000, 'b'), c(0);
+  std::vector<char> ra(2000, 0), rb(70000, 0), rc(16, 0);
+  void* data[3] = {ra.data(), rb.data(), rc.data()};
+  size_t sizes[3] = {ra.size(), rb.size(), rc.size()};
+  int tags[3] = {1, 2, 3};
+  void* rreq = nullptr;
+  ASSERT_EQ(net_irecv(p.recv, 3, data, sizes, tags, nullptr, &rreq), ncclSuccess);
+  ASSERT_NE(rreq, nullptr);
+  void* s[3] = {};
+  ASSERT_EQ(net_isend(p.send, c.data(), 0, 3, nullptr, &s[0]), ncclSuccess);  // reverse tag order
+  ASSERT_EQ(net_isend(p.send, b.data(), b.size(), 2, nullptr, &s[1]), ncclSuccess);
+  ASSERT_EQ(net_isend(p.send, a.data(), a.size(), 1, nullptr, &s[2]), ncclSuccess);
+  for (void* r : s) ASSERT_TRUE(poll_done(r, nullptr));
+  int got[3] = {-1, -1, -1};
+  ASSERT_TRUE(poll_done(rreq, got));
+  EXPECT_EQ(got[0], 1000);
+  EXPECT_EQ(got[1], 70000);
+  EXPECT_EQ(got[2], 0);
+  EXPECT_EQ(std::memcmp(ra.data(), a.data(), a.size()), 0);
+  EXPECT_EQ(std::memcmp(rb.data(), b.data(), b.size()), 0);
+}
+
+TEST(SocketNet, SendBeforeReceiveWaitsForItsReceive) {
+  Pair p;
+  connect_pair(&p);
+  char msg[5] = "abcd";
+  void* sreq = nullptr;
+  ASSERT_EQ(net_isend(p.send, msg, 4, 7, nullptr, &sreq), ncclSuccess);
+  ASSERT_TRUE(poll_done(sreq, nullptr));  // in the socket, no receive posted yet
+  char buf[8] = {};
+  void* data[1] = {buf};
+  size_t sizes[1] = {sizeof(buf)};
+  int tags[1] = {7};
+  void* rreq = nullptr;
+  ASSERT_EQ(net_irecv(p.recv, 1, data, sizes, tags, nullptr, &rreq), ncclSuccess);
+  int got = -1;
+  ASSERT_TRUE(poll_done(rreq, &got));
+  EXPECT_EQ(got, 4);
+  EXPECT_STREQ(buf, "abcd");
+}
+
+TEST(SocketNet, MessageLargerThanItsBufferFailsTheComm) {
+  Pair p;
+  connect_pair(&p);
+  std::vector<char> big(100, 'x');
+  char small[10];
+  void* data[1] = {small};
+  size_t sizes[1] = {sizeof(small)};
+  int tags[1] = {1};
+  void* rreq = nullptr;
+  ASSERT_EQ(net_irecv(p.recv, 1, data, sizes, tags, nullptr, &rreq), ncclSuccess);
+  void* sreq = nullptr;
+  ASSERT_EQ(net_isend(p.send, big.data(), big.size(), 1, nullptr, &sreq), ncclSuccess);
+  ASSERT_TRUE(poll_done(sreq, nullptr));
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < 100000 && r == ncclSuccess; ++i) {
+    int done = 0;
+    r = net_test(rreq, &done, nullptr);
+    ASSERT_EQ(done, 0);
+  }
+  EXPECT_EQ(r, abi::ncclInvalidArgument);
+}
+
+TEST(SocketNet, RequestsBeyondTheLimitGetNoRequest) {
+  Pair p;
+  connect_pair(&p);
+  char buf[abi::NCCL_NET_MAX_REQUESTS + 1][4];
+  int accepted = 0;
+  void* req = nullptr;
+  for (int k = 0; k <= abi::NCCL_NET_MAX_REQUESTS; ++k) {
+    void* data[1] = {buf[k]};
+    size_t sizes[1] = {4};
+    int tags[1] = {k};
+    ASSERT_EQ(net_irecv(p.recv, 1, data, sizes, tags, nullptr, &req), ncclSuccess);
+    if (req == nullptr) break;
+    ++accepted;
+  }
+  EXPECT_EQ(accepted, abi::NCCL_NET_MAX_REQUESTS);
+  EXPECT_EQ(req, nullptr);
+}
+
+TEST(SocketNet, ConnectionWithAnotherListenersHandleIsRefused) {
+  ASSERT_EQ(init(nullptr), ncclSuccess);
+  void* listen = nullptr;
+  char handle[abi::NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(net_listen(0, handle, &listen), ncclSuccess);
+  char forged[abi::NCCL_NET_HANDLE_MAXSIZE];
+  std::memcpy(forged, handle, sizeof(forged));
+  forged[16] ^= 0x5a;  // the nonce (after magic, version, port, address, reserved)
+  void* stray = nullptr;
+  void* recv = nullptr;
+  for (int i = 0; i < 100000 && stray == nullptr; ++i) ASSERT_EQ(net_connect(0, forged, &stray), ncclSuccess);
+  ASSERT_NE(stray, nullptr);
+  void* good = nullptr;
+  for (int i = 0; i < 100000 && (good == nullptr || recv == nullptr); ++i) {
+    if (good == nullptr) {
+      ASSERT_EQ(net_connect(0, handle, &good), ncclSuccess);
+    }
+    if (recv == nullptr) {
+      ASSERT_EQ(net_accept(listen, &recv), ncclSuccess);
+    }
+  }
+  ASSERT_NE(recv, nullptr);
+  // The accepted comm is the good one: a message sent on it arrives.
+  char msg[2] = "z";
+  void* sreq = nullptr;
+  ASSERT_EQ(net_isend(good, msg, 1, 0, nullptr, &sreq), ncclSuccess);
+  char out[2] = {};
+  void* data[1] = {out};
+  size_t sizes[1] = {1};
+  int tags[1] = {0};
+  void* rreq = nullptr;
+  ASSERT_EQ(net_irecv(recv, 1, data, sizes, tags, nullptr, &rreq), ncclSuccess);
+  ASSERT_TRUE(poll_done(rreq, nullptr));
+  EXPECT_EQ(out[0], 'z');
+  net_close_send(stray);
+  net_close_send(good);
+  net_close_recv(recv);
+  net_close_listen(listen);
+}
+
+TEST(SocketNet, CudaAndDmaBufRegistrationsAreRefusedWithoutAGpu) {
+  Pair p;
+  connect_pair(&p);
+  DeviceProperties props;
+  ASSERT_EQ(net_properties(0, &props), ncclSuccess);
+  if (props.ptr_support & abi::NCCL_PTR_CUDA) GTEST_SKIP() << "a GPU is usable here: CUDA registration is offered";
+  char buf[16];
+  void* mh = nullptr;
+  EXPECT_NE(net_reg_mr(p.send, buf, sizeof(buf), abi::NCCL_PTR_CUDA, &mh), ncclSuccess);
+  EXPECT_NE(net_reg_mr_dmabuf(p.send, buf, sizeof(buf), abi::NCCL_PTR_CUDA, 0, 3, &mh), ncclSuccess);
+  ASSERT_EQ(net_reg_mr(p.send, buf, sizeof(buf), abi::NCCL_PTR_HOST, &mh), ncclSuccess);
+  EXPECT_EQ(net_dereg_mr(p.send, mh), ncclSuccess);
+}
+
+}  // namespace
+}  // namespace sumcast::nccl

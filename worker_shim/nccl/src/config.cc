@@ -1,0 +1,165 @@
+#include "config.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "sumcast/shim/address.h"
+
+namespace sumcast::nccl {
+namespace {
+
+enum class Kind { kIfNames, kAppliances, kString, kTokenFile, kU32, kBool, kInt };
+
+struct Key {
+  const char* name;
+  Kind kind;
+  uint32_t min;
+  uint32_t max;
+  const char* doc;
+};
+
+// The one table of settings (docs/nccl.md lists the same).
+constexpr Key kKeys[] = {
+    {"SUMCAST_NCCL_IFNAME", Kind::kIfNames, 0, 0, "interfaces for ncclNet/CollNet: prefixes, ^exclude, =exact"},
+    {"SUMCAST_APPLIANCES", Kind::kAppliances, 0, 0, "host:port[@weight],... of the appliances' control servers"},
+    {"SUMCAST_TOKEN", Kind::kString, 0, 0, "the appliances' shared secret"},
+    {"SUMCAST_TOKEN_FILE", Kind::kTokenFile, 0, 0, "file whose first line is the shared secret"},
+    {"SUMCAST_BIND_IP", Kind::kString, 0, 0, "local IPv4 of the all-reduce data socket"},
+    {"SUMCAST_PAYLOAD_BYTES", Kind::kU32, 8, 4096, "payload bytes per packet wanted"},
+    {"SUMCAST_SLOTS", Kind::kU32, 0, 65535, "window slots per appliance (0: appliance default)"},
+    {"SUMCAST_RTO_US", Kind::kU32, 100, 10000000, "first retransmission timeout"},
+    {"SUMCAST_OP_TIMEOUT_MS", Kind::kU32, 0, 3600000, "no result this long fails the call (0: never)"},
+    {"SUMCAST_REGISTER_TIMEOUT_MS", Kind::kU32, 100, 3600000, "all nodes must register within"},
+    {"SUMCAST_NCCL_CUDA", Kind::kBool, 0, 1, "offer NCCL_PTR_CUDA when a GPU is usable"},
+    {"SUMCAST_NCCL_MAX_RECVS", Kind::kInt, 1, 8, "ncclNet grouped receives (maxRecvs)"},
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) {
+    if (!cur.empty()) out.push_back(cur);
+  }
+  return out;
+}
+
+Status apply(const Key& key, const std::string& value, PluginConfig* c) {
+  const std::string where = std::string(key.name) + "=" + value + ": ";
+  switch (key.kind) {
+    case Kind::kIfNames: {
+      std::string v = value;
+      c->if_exclude = !v.empty() && v[0] == '^';
+      if (c->if_exclude) v.erase(0, 1);
+      c->if_exact = !v.empty() && v[0] == '=';
+      if (c->if_exact) v.erase(0, 1);
+      c->if_names = split(v, ',');
+      return Status();
+    }
+    case Kind::kAppliances: {
+      c->appliances.clear();
+      for (const std::string& item : split(value, ',')) {
+        shim::ApplianceAddress a;
+        SUMCAST_RETURN_IF_ERROR(shim::split_weight(item, &a.address, &a.weight));
+        auto hp = shim::parse_host_port(a.address);
+        if (!hp.ok()) return Status::invalid_argument(where + hp.status().message());
+        c->appliances.push_back(a);
+      }
+      return Status();
+    }
+    case Kind::kString:
+      if (std::string(key.name) == "SUMCAST_TOKEN") c->token = value;
+      if (std::string(key.name) == "SUMCAST_BIND_IP") {
+        auto ip = shim::parse_ipv4(value);
+        if (!ip.ok()) return Status::invalid_argument(where + ip.status().message());
+        c->bind_ip = value;
+      }
+      return Status();
+    case Kind::kTokenFile: {
+      std::ifstream f(value);
+      if (!f) return Status::not_found(where + "cannot open the token file");
+      std::getline(f, c->token);
+      return Status();
+    }
+    case Kind::kU32:
+    case Kind::kInt:
+    case Kind::kBool: {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < key.min || v > key.max) {
+        return Status::invalid_argument(where + "want an integer in " + std::to_string(key.min) + ".." +
+                                        std::to_string(key.max) + " (" + key.doc + ")");
+      }
+      const std::string n = key.name;
+      const auto u = static_cast<uint32_t>(v);
+      if (n == "SUMCAST_PAYLOAD_BYTES") c->payload_bytes = u;
+      if (n == "SUMCAST_SLOTS") c->slots = u;
+      if (n == "SUMCAST_RTO_US") c->rto_us = u;
+      if (n == "SUMCAST_OP_TIMEOUT_MS") c->op_timeout_ms = u;
+      if (n == "SUMCAST_REGISTER_TIMEOUT_MS") c->register_timeout_ms = u;
+      if (n == "SUMCAST_NCCL_CUDA") c->cuda = u != 0;
+      if (n == "SUMCAST_NCCL_MAX_RECVS") c->max_recvs = static_cast<int>(u);
+      return Status();
+    }
+  }
+  return Status::internal(where + "unknown kind");
+}
+
+}  // namespace
+
+Result<PluginConfig> load_config(const std::function<const char*(const char*)>& get) {
+  std::map<std::string, std::string> values;
+  std::string source = "environment";
+  const char* file_env = get("SUMCAST_NCCL_CONF");
+  const std::string file = file_env != nullptr ? file_env : "/etc/sumcast/nccl.conf";
+  std::ifstream in(file);
+  if (in) {
+    source += " and " + file;
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      const size_t start = line.find_first_not_of(" \t");
+      if (start == std::string::npos || line[start] == '#') continue;
+      const size_t eq = line.find('=');
+      const std::string where = file + ":" + std::to_string(lineno) + ": ";
+      if (eq == std::string::npos) return Status::invalid_argument(where + "want KEY=VALUE");
+      std::string k = line.substr(start, eq - start);
+      while (!k.empty() && (k.back() == ' ' || k.back() == '\t')) k.pop_back();
+      bool known = false;
+      for (const Key& key : kKeys) known |= k == key.name;
+      if (!known) return Status::invalid_argument(where + "unknown key " + k);
+      values[k] = line.substr(eq + 1);
+    }
+  } else if (file_env != nullptr) {
+    return Status::not_found("SUMCAST_NCCL_CONF=" + file + ": cannot open it");
+  }
+  for (const Key& key : kKeys) {
+    const char* v = get(key.name);
+    if (v != nullptr) values[key.name] = v;
+  }
+  if (values.count("SUMCAST_NCCL_IFNAME") == 0) {
+    const char* nccl_if = get("NCCL_SOCKET_IFNAME");
+    if (nccl_if != nullptr) values["SUMCAST_NCCL_IFNAME"] = nccl_if;
+  }
+  PluginConfig c;
+  c.source = source;
+  for (const Key& key : kKeys) {  // table order: SUMCAST_TOKEN_FILE overrides SUMCAST_TOKEN
+    auto it = values.find(key.name);
+    if (it != values.end()) SUMCAST_RETURN_IF_ERROR(apply(key, it->second, &c));
+  }
+  return c;
+}
+
+Result<const PluginConfig*> plugin_config() {
+  static std::once_flag once;
+  static Result<PluginConfig> loaded = Status::internal("not loaded");
+  std::call_once(once, [] { loaded = load_config([](const char* k) { return std::getenv(k); }); });
+  if (!loaded.ok()) return loaded.status();
+  return &loaded.value();
+}
+
+}  // namespace sumcast::nccl

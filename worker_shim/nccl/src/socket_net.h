@@ -1,0 +1,44 @@
+// ncclNet over TCP sockets: what NCCL uses for its point-to-point traffic once it loaded the
+// plugin (DESIGN.md §5: NCCL takes a CollNet only from a library whose ncclNet works).
+//
+// Connections. listen() binds a non-blocking socket to the device's IPv4 address and writes a
+// handle (address, port, a random nonce); connect() and accept() never block: they advance a
+// small state machine (TCP connect, then a 16-byte hello carrying the nonce, so that a stray
+// connection is refused) and return a NULL comm until it is done. connect keeps its state in the
+// handle's scratch area, which NCCL hands back unchanged on every retry.
+//
+// Messages. Each isend is one message on the stream: a 16-byte header (magic, tag, size), then
+// the payload. A receive may group up to maxRecvs buffers, each with a tag; an arriving message
+// goes to the oldest posted receive that has an unfilled buffer with its tag, straight into that
+// buffer (no copy); a message larger than its buffer fails the comm. A message for which no
+// receive is posted yet waits in the socket (TCP flow control), so the sender never needs a
+// rendezvous. Progress happens inside isend/irecv/test on the comm (no background thread).
+//
+// Limits. At most NCCL_NET_MAX_REQUESTS (32) requests per comm: isend/irecv return a NULL request
+// beyond that and NCCL retries. CUDA buffers go through a host copy per request (memory.h).
+//
+// Thread safety: one thread at a time per comm (NCCL's rule); comms are independent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sumcast/status.h"
+
+namespace sumcast::nccl {
+
+inline constexpr int kSocketMaxRecvs = 8;
+inline constexpr int kSocketMaxRequests = 32;
+
+Status socket_listen(int dev, void* handle, void** listen_comm);
+Status socket_connect(int dev, void* handle, void** send_comm);
+Status socket_accept(void* listen_comm, void** recv_comm);
+Status socket_isend(void* send_comm, const void* data, size_t size, int tag, void* mhandle, void** request);
+Status socket_irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                    void** request);
+Status socket_test(void* request, int* done, int* sizes);
+Status socket_close_send(void* send_comm);
+Status socket_close_recv(void* recv_comm);
+Status socket_close_listen(void* listen_comm);
+
+}  // namespace sumcast::nccl
