@@ -1,6 +1,7 @@
 // sumcast-allreduce: all-reduce bandwidth through Sumcast appliances, in the manner of
 // nccl-tests' all_reduce_perf. Every rank runs this program (or several ranks run as threads of
-// one process with --local-ranks); rank 0 of the process prints one line per message size.
+// one process with --local-ranks); rank 0 prints one line per message size, and every process ends
+// with a line of its first rank's non-zero counters ("# counters of rank R: name=value ...").
 //
 // Bus bandwidth. nccl-tests defines busbw = algbw * 2(n-1)/n for all-reduce, the traffic a ring
 // puts on each link. Through a summation service every byte crosses each host's link exactly once
@@ -52,6 +53,7 @@ struct Options {
   ReduceOp op = ReduceOp::kSum;
   uint64_t min_bytes = 4;
   uint64_t max_bytes = 64ull << 20;
+  std::vector<uint64_t> counts;  // element counts to run, in order: --counts, else the doubling sweep
   int iters = 20;
   int warmup = 5;
   bool check = false;
@@ -78,8 +80,11 @@ void usage(FILE* f) {
                "  --dtype fp32|fp16|bf16|int32|fp64   (default fp32)\n"
                "  --op sum|min|max           (default sum)\n"
                "  --min-bytes B --max-bytes B  sizes, doubling (default 4 .. 64M; suffixes K, M, G)\n"
+               "  --counts N,N,...           element counts to run, in this order, instead of the sweep\n"
                "  --iters N --warmup N       timed and untimed iterations per size (default 20, 5)\n"
-               "  --check                    verify every result exactly; count wrong elements\n"
+               "  --check                    verify every result exactly; count wrong elements (each\n"
+               "                             iteration gets new inputs; an out-of-place receive buffer is\n"
+               "                             poisoned before each call, so a result not written is wrong)\n"
                "  --in-place                 send buffer = receive buffer (inputs rewritten each time)\n"
                "  --bind IP                  local IPv4 for the data socket (default: route to appliance)\n"
                "  --payload B --slots S      payload bytes per packet wanted (1024), window slots (0 = default)\n"
@@ -134,6 +139,22 @@ bool parse_op(const std::string& s, ReduceOp* o) {
   return false;
 }
 
+bool parse_counts(const char* s, std::vector<uint64_t>* out) {
+  out->clear();
+  std::string item;
+  for (const char* p = s;; ++p) {
+    if (*p != ',' && *p != '\0') {
+      item += *p;
+      continue;
+    }
+    uint64_t n = 0;
+    if (!parse_bytes(item.c_str(), &n) || n == 0) return false;  // K/M/G suffixes allowed
+    out->push_back(n);
+    item.clear();
+    if (*p == '\0') return true;
+  }
+}
+
 // Returns 0 on success, else the exit code (2) after printing why.
 int parse_args(int argc, char** argv, Options* o) {
   auto need = [&](int& i) -> const char* {
@@ -183,6 +204,8 @@ int parse_args(int argc, char** argv, Options* o) {
       ok = parse_bytes(v, &o->min_bytes);
     } else if (a == "--max-bytes") {
       ok = parse_bytes(v, &o->max_bytes);
+    } else if (a == "--counts") {
+      ok = parse_counts(v, &o->counts);
     } else if (a == "--iters") {
       ok = parse_int(v, 1, 1000000, &n), o->iters = static_cast<int>(n);
     } else if (a == "--warmup") {
@@ -225,8 +248,14 @@ int parse_args(int argc, char** argv, Options* o) {
     return 2;
   }
   const size_t es = sumcast::wire::dtype_size(o->dtype);
-  o->min_bytes = std::max<uint64_t>(es, o->min_bytes / es * es);
-  if (o->max_bytes < o->min_bytes) o->max_bytes = o->min_bytes;
+  if (o->counts.empty()) {
+    o->min_bytes = std::max<uint64_t>(es, o->min_bytes / es * es);
+    if (o->max_bytes < o->min_bytes) o->max_bytes = o->min_bytes;
+    for (uint64_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= 2) {
+      o->counts.push_back(bytes / es);
+      if (bytes > o->max_bytes / 2) break;  // no overflow past max
+    }
+  }
   if (o->token_file.empty() && std::getenv("SUMCAST_TOKEN_FILE") != nullptr) {
     o->token_file = std::getenv("SUMCAST_TOKEN_FILE");
   }
@@ -328,6 +357,8 @@ void record_error(Shared* sh, int rank, const std::string& what) {
   if (sh->first_error.empty()) sh->first_error = "rank " + std::to_string(rank) + ": " + what;
 }
 
+void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh);
+
 void run_rank(const Options& o, const CommConfig& base, int rank, bool report, Shared* sh) {
   CommConfig c = base;
   c.rank = static_cast<uint16_t>(rank);
@@ -336,14 +367,20 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
     record_error(sh, rank, created.status().to_string());
     return;
   }
-  Communicator& comm = **created;
+  run_sizes(o, **created, rank, report, sh);
+  if (report) {  // also after a failure: the counters tell how it went
+    std::lock_guard<std::mutex> lock(sh->mu);
+    sh->stats = (*created)->stat_list();
+  }
+}
+
+void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh) {
   const size_t es = sumcast::wire::dtype_size(o.dtype);
-  const uint64_t max_count = o.max_bytes / es;
+  const uint64_t max_count = *std::max_element(o.counts.begin(), o.counts.end());
   std::vector<uint8_t> send(max_count * es), recv(max_count * es), want(o.check ? max_count * es : 0);
   uint8_t barrier_buf[8] = {};
   int salt = 0;
-  for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
-    const uint64_t count = bytes / es;
+  for (const uint64_t count : o.counts) {
     ++salt;
     fill_input(o.dtype, send.data(), count, rank, salt);
     if (o.check) fill_expected(o.dtype, o.op, want.data(), count, o.world, salt);
@@ -370,7 +407,16 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
     }
     double busy_us = 0;
     for (int it = 0; it < o.iters; ++it) {
-      if (o.in_place) fill_input(o.dtype, recv.data(), count, rank, salt);  // not timed
+      if (o.check && it > 0) {  // new inputs, so that a result left from the last call is wrong; not timed
+        ++salt;
+        fill_input(o.dtype, send.data(), count, rank, salt);
+        fill_expected(o.dtype, o.op, want.data(), count, o.world, salt);
+      }
+      if (o.in_place) {
+        fill_input(o.dtype, recv.data(), count, rank, salt);  // not timed
+      } else if (o.check) {
+        std::memset(recv.data(), 0xA5, count * es);  // poison: an element never written is wrong
+      }
       const auto t0 = std::chrono::steady_clock::now();
       if (!one()) return;
       busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -382,11 +428,6 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
       sh->total_wrong += row.wrong;
       if (report) sh->rows.push_back(row);
     }
-    if (bytes > o.max_bytes / 2) break;  // no overflow past max
-  }
-  if (report) {
-    std::lock_guard<std::mutex> lock(sh->mu);
-    sh->stats = comm.stat_list();
   }
 }
 
@@ -487,13 +528,15 @@ int main(int argc, char** argv) {
                     o.check ? std::to_string(r.wrong).c_str() : "N/A");
       }
     }
-    if (!o.json) {
-      std::printf("# counters of rank %d:", o.rank);
-      for (const auto& [name, value] : sh.stats) {
-        if (value != 0) std::printf(" %s=%" PRIu64, name.c_str(), value);
-      }
-      std::printf("\n");
+  }
+  // Every process prints its first rank's counters (those that are not zero): the test bed's
+  // impairment tests read retransmissions and duplicates from every rank.
+  if (!o.json) {
+    std::printf("# counters of rank %d:", o.rank);
+    for (const auto& [name, value] : sh.stats) {
+      if (value != 0) std::printf(" %s=%" PRIu64, name.c_str(), value);
     }
+    std::printf("\n");
   }
   if (sh.failed) {
     std::fprintf(stderr, "sumcast-allreduce: %s\n", sh.first_error.c_str());

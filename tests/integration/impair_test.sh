@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# All-reduce through the real appliance with the workers' links impaired (this kernel has no netem;
+# DESIGN.md §6). 4 ranks, fp32 and bf16 jobs, every result checked (--check). MODE:
+#   loss1, loss5  tb_loss 1 / 5: nftables drops that share of every frame the switch forwards, both
+#                 directions. Counters (priority -100 and +100 around it, UDP 4791 only) tell how
+#                 many contributions (up) and results (down) it dropped.
+#   dup           nftables netdev ingress on the switch ports: 20% of contributions are duplicated
+#                 straight to the appliance's port, 20% of results straight to their worker's port
+#                 (`dup to`, counted).
+#   reorder       sumcast-impair on each worker (NFQUEUE, OUTPUT for contributions, INPUT for
+#                 results, seeded): 10% of packets held 8 ms more, the others 0..1 ms: reordered.
+#   delay         sumcast-impair: every packet held 4 ms each way (round trip ~8 ms, above the
+#                 5 ms initial RTO), 0..1 ms jitter.
+#   reorder and delay also drop 1% (seeded), so that recovery must happen under them.
+# Asserts: results exact; no hang (every wait has a deadline); the impairment happened (its own
+# counters); and the recovery shows on both sides:
+#   - drops: the workers' retransmissions (summed) >= the packets dropped, both directions (each
+#     lost packet of a chunk costs its rank at least one resend), every rank retransmitted, and the
+#     appliance's retransmits_answered >= the results dropped (each lost result is recovered by a
+#     resend that the appliance answers from the round's stored result);
+#   - dup: the appliance counted duplicates + retransmits_answered >= half the duplicated
+#     contributions, and the workers counted duplicate results >= half the duplicated results
+#     (not all: a copy can arrive after its slot moved on, then it is dropped as stale).
+#
+# usage: impair_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR MODE
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+shift 4
+MODE=$1
+N=4
+
+it_begin $N
+it_start_appliance
+sw() { tb_exec sw "$@"; }
+
+nft_counter() {  # NS FAMILY TABLE NAME -> packets
+  tb_exec "$1" nft -j list counter "$2" "$3" "$4" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'
+}
+
+# Frames the switch forwards, counted before (-100) and after (+100) the loss table's hook (0).
+count_forwarded() {
+  sw nft -f - <<'NFT'
+table bridge integ_count {
+  counter up_in { }
+  counter up_out { }
+  counter down_in { }
+  counter down_out { }
+  chain before {
+    type filter hook forward priority -100; policy accept;
+    udp dport 4791 counter name up_in
+    udp sport 4791 counter name down_in
+  }
+  chain after {
+    type filter hook forward priority 100; policy accept;
+    udp dport 4791 counter name up_out
+    udp sport 4791 counter name down_out
+  }
+}
+NFT
+}
+
+# Duplication in the switch: netdev ingress of each worker port copies contributions to the
+# appliance's port; ingress of the appliance's port copies each worker's results to its port.
+dup_links() {
+  local pct=$1 i rules=""
+  {
+    echo "table netdev integ_dup {"
+    echo "  counter dup_up { }"
+    echo "  counter dup_down { }"
+    for ((i = 0; i < N; i++)); do
+      echo "  chain from_w$i {"
+      echo "    type filter hook ingress device p$i priority 0; policy accept;"
+      echo "    udp dport 4791 numgen random mod 100 < $pct counter name dup_up dup to pd"
+      echo "  }"
+      rules+="    ip daddr ${TB_WORKER_IP[$i]} udp sport 4791 numgen random mod 100 < $pct counter name dup_down dup to p$i"$'\n'
+    done
+    echo "  chain from_app {"
+    echo "    type filter hook ingress device pd priority 0; policy accept;"
+    printf '%s' "$rules"
+    echo "  }"
+    echo "}"
+  } >"$IT_WORK/dup.nft"
+  sw nft -f "$IT_WORK/dup.nft"
+}
+
+# sumcast-impair in every worker namespace: queue 1 takes contributions (OUTPUT), queue 2 results
+# (INPUT); one process per queue, each with its own seed. IMPAIR_PIDS[w*2+q-1].
+IMPAIR_PIDS=()
+impair_links() {
+  local i q
+  for ((i = 0; i < N; i++)); do
+    for q in 1 2; do
+      ip netns exec "$(tb_ns "w$i")" "$IMPAIR" --queue $q --seed $((100 + i * 2 + q)) --duration-s 120 "$@" \
+        >"$IT_WORK/impair.w$i.q$q.log" 2>&1 &
+      IMPAIR_PIDS+=($!)
+      IT_EXTRA_PIDS+=($!)
+      tb_wait_line "$IT_WORK/impair.w$i.q$q.log" "^sumcast-impair: queue" 10 $! || fail "sumcast-impair did not start"
+    done
+    tb_exec "w$i" iptables -A OUTPUT -p udp --dport 4791 -j NFQUEUE --queue-num 1 --queue-bypass
+    tb_exec "w$i" iptables -A INPUT -p udp --sport 4791 -j NFQUEUE --queue-num 2 --queue-bypass
+  done
+}
+# Stops every sumcast-impair (SIGTERM: it releases what it holds and prints its counters).
+impair_stop() {
+  local p deadline=$((SECONDS + 10))
+  for p in "${IMPAIR_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${IMPAIR_PIDS[@]}"; do
+    while [ -e "/proc/$p" ] && ! grep -q '^[^)]*) Z' "/proc/$p/stat" 2>/dev/null; do
+      [ $SECONDS -lt $deadline ] || fail "sumcast-impair $p did not stop"
+      read -rt 0.02 <> <(:) || true
+    done
+    wait "$p" || fail "sumcast-impair $p exited with $?"
+  done
+}
+impair_sum() {  # FIELD QUEUE -> that counter summed over the workers' impair processes on QUEUE
+  local i s=0 v
+  for ((i = 0; i < N; i++)); do
+    v=$(sed -n "s/^sumcast-impair: received .* $1 \([0-9]*\).*/\1/p" "$IT_WORK/impair.w$i.q$2.log")
+    [ -n "$v" ] || fail "no counters from sumcast-impair w$i queue $2"
+    s=$((s + v))
+  done
+  echo $s
+}
+
+case $MODE in
+  loss1) count_forwarded && tb_loss 1 ;;
+  loss5) count_forwarded && tb_loss 5 ;;
+  dup) dup_links 20 ;;
+  reorder) impair_links --loss 1 --jitter-ms 1 --reorder 10 --reorder-ms 8 ;;
+  delay) impair_links --loss 1 --delay-ms 4 --jitter-ms 1 ;;
+  *) fail "unknown mode $MODE" ;;
+esac
+note "impairment $MODE in place"
+
+# Two jobs, one after the other: fp32 (sizes across chunk and window edges) and bf16.
+before_answered=$(it_stat retransmits_answered)
+before_dups=$(it_stat duplicates)
+counts="1,257,16385,65536,200000,1048576"
+for dtype in fp32 bf16; do
+  t=$SECONDS
+  it_ranks "$dtype" "impair-$dtype" $N --dtype "$dtype" --counts "$counts" --iters 2 --warmup 0 --check \
+    --op-timeout-ms 20000
+  it_wait 60 || fail "$dtype: hung (no result within 60 s)"
+  it_expect_exact "$dtype" $N 6
+  note "$dtype exact under $MODE ($((SECONDS - t)) s)"
+done
+answered=$(($(it_stat retransmits_answered) - before_answered))
+app_dups=$(($(it_stat duplicates) - before_dups))
+retx=0 wdups=0
+for dtype in fp32 bf16; do
+  for ((i = 0; i < N; i++)); do
+    r=$(it_counter "$dtype" $i retransmissions)
+    retx=$((retx + r))
+    wdups=$((wdups + $(it_counter "$dtype" $i duplicates)))
+    [ "$MODE" = dup ] || [ "$r" -gt 0 ] || fail "$dtype rank $i made no retransmission under $MODE"
+  done
+done
+note "workers: retransmissions $retx, duplicate results $wdups; appliance: retransmits_answered $answered, duplicates $app_dups"
+
+case $MODE in
+  loss*)
+    up=$(($(nft_counter sw bridge integ_count up_in) - $(nft_counter sw bridge integ_count up_out)))
+    down=$(($(nft_counter sw bridge integ_count down_in) - $(nft_counter sw bridge integ_count down_out)))
+    ;;
+  reorder | delay)
+    impair_stop
+    up=$(impair_sum dropped 1)
+    down=$(impair_sum dropped 2)
+    if [ "$(impair_sum overflow 1)" != 0 ] || [ "$(impair_sum overflow 2)" != 0 ]; then
+      fail "sumcast-impair held too many packets: some passed unimpaired"
+    fi
+    if [ "$MODE" = reorder ]; then
+      held=$(($(impair_sum reordered 1) + $(impair_sum reordered 2)))
+    else
+      held=$(($(impair_sum delayed 1) + $(impair_sum delayed 2)))
+    fi
+    [ "$held" -gt 0 ] || fail "sumcast-impair held no packet"
+    note "sumcast-impair: $held packets $([ "$MODE" = reorder ] && echo reordered || echo delayed)"
+    ;;
+  dup)
+    dup_up=$(nft_counter sw netdev integ_dup dup_up)
+    dup_down=$(nft_counter sw netdev integ_dup dup_down)
+    note "duplicated: $dup_up contributions, $dup_down results"
+    if [ "$dup_up" -eq 0 ] || [ "$dup_down" -eq 0 ]; then fail "nothing was duplicated both ways"; fi
+    [ $((app_dups + answered)) -ge $((dup_up / 2)) ] ||
+      fail "appliance counted $app_dups duplicates + $answered answered for $dup_up duplicated contributions"
+    [ "$wdups" -ge $((dup_down / 2)) ] || fail "workers counted $wdups duplicate results for $dup_down duplicated"
+    echo "PASS: dup: exact; $dup_up contributions and $dup_down results duplicated; appliance duplicates $app_dups + answered $answered, workers' duplicates $wdups"
+    exit 0
+    ;;
+esac
+note "dropped: $up contributions, $down results"
+if [ "$up" -eq 0 ] || [ "$down" -eq 0 ]; then fail "the impairment did not drop both ways ($up up, $down down)"; fi
+[ "$retx" -ge $((up + down)) ] || fail "workers retransmitted $retx times for $((up + down)) lost packets"
+[ "$answered" -ge "$down" ] || fail "appliance answered $answered retransmissions for $down lost results"
+echo "PASS: $MODE: exact; $up contributions and $down results dropped; workers retransmitted $retx, appliance answered $answered"
