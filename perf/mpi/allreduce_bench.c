@@ -11,9 +11,12 @@
 static long parse_size(const char* s) {
   char* end;
   long v = strtol(s, &end, 10);
-  if (*end == 'K' || *end == 'k') v <<= 10;
-  else if (*end == 'M' || *end == 'm') v <<= 20;
-  else if (*end == 'G' || *end == 'g') v <<= 30;
+  if (*end == 'K' || *end == 'k')
+    v <<= 10;
+  else if (*end == 'M' || *end == 'm')
+    v <<= 20;
+  else if (*end == 'G' || *end == 'g')
+    v <<= 30;
   return v;
 }
 
@@ -23,11 +26,16 @@ int main(int argc, char** argv) {
   const char* dtype = "float";
   MPI_Init(&argc, &argv);
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--min-bytes")) min_bytes = parse_size(argv[i + 1]);
-    else if (!strcmp(argv[i], "--max-bytes")) max_bytes = parse_size(argv[i + 1]);
-    else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
+    if (!strcmp(argv[i], "--min-bytes"))
+      min_bytes = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "--max-bytes"))
+      max_bytes = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "--iters"))
+      iters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--warmup"))
+      warmup = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--dtype"))
+      dtype = argv[i + 1];
   }
   int rank, world;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -44,9 +52,12 @@ int main(int argc, char** argv) {
     /* element i of rank r: (i % 251) + r, exact in every dtype; the sum is world*(i%251) + world*(world-1)/2 */
     for (long i = 0; i < count; ++i) {
       double v = (double)(i % 251 + rank);
-      if (dt == MPI_FLOAT) ((float*)send)[i] = (float)v;
-      else if (dt == MPI_DOUBLE) ((double*)send)[i] = v;
-      else ((int*)send)[i] = (int)v;
+      if (dt == MPI_FLOAT)
+        ((float*)send)[i] = (float)v;
+      else if (dt == MPI_DOUBLE)
+        ((double*)send)[i] = v;
+      else
+        ((int*)send)[i] = (int)v;
     }
     double t = 0;
     for (int it = 0; it < warmup + iters; ++it) {

@@ -59,9 +59,10 @@ struct ControlConfig {
   uint16_t port = 4790;                    // control.port: TCP port, 1..65535
   std::string token_file;                  // control.token_file (required): shared secret, first line, >= 16 bytes
   uint32_t max_connections = 256;          // control.max_connections: 1..65536
-  uint32_t job_timeout_ms = 10000;         // control.job_timeout_ms: a waiting round without progress this long fails the job, 100..3600000
-  uint32_t register_timeout_ms = 60000;    // control.register_timeout_ms: all ranks must register within, 100..3600000
-  uint32_t io_timeout_ms = 5000;           // control.io_timeout_ms: a half-sent message is dropped after, 10..600000
+  uint32_t job_timeout_ms =
+      10000;  // control.job_timeout_ms: a waiting round without progress this long fails the job, 100..3600000
+  uint32_t register_timeout_ms = 60000;  // control.register_timeout_ms: all ranks must register within, 100..3600000
+  uint32_t io_timeout_ms = 5000;         // control.io_timeout_ms: a half-sent message is dropped after, 10..600000
 };
 
 struct TelemetryConfig {
