@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Exact results through the real appliance: sumcastd (net_af_packet, appliance namespace) and WORLD
+# Exact results through the real appliance: sumcastd (net_af_packet, or IT_PMD=af_xdp; appliance namespace) and WORLD
 # sumcast-allreduce processes, one per worker namespace. For every dtype (fp32 fp16 bf16 int32
 # fp64), out of place and in place, one job runs these element counts with --check (every result of
 # every iteration compared with the exact sum; each iteration has new inputs; an out-of-place receive

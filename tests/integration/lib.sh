@@ -74,7 +74,7 @@ it_begin() {
   fi
   trap _it_cleanup EXIT  # after tb_up, which sets its own EXIT trap; ours calls tb_down too
   tb_token "$IT_WORK/token"
-  TB_JOB_TIMEOUT_MS=${IT_JOB_TIMEOUT_MS:-3000} tb_agg_conf "$IT_WORK/agg.conf" "$IT_WORK/token" af_packet \
+  TB_JOB_TIMEOUT_MS=${IT_JOB_TIMEOUT_MS:-3000} tb_agg_conf "$IT_WORK/agg.conf" "$IT_WORK/token" "${IT_PMD:-af_packet}" \
     "${IT_CONF_EXTRA:-}"
 }
 
