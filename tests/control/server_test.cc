@@ -780,6 +780,64 @@ TEST_F(ServerTest, TwoJobsOneFailsTheOtherUnaffected) {
   EXPECT_EQ(why, AbortReason::kNone);
 }
 
+// A registration storm (many connections, each registering its own job, beyond max_jobs and
+// max_connections, closed again) while a job runs: the storm is refused with its reasons, the
+// running job is neither aborted nor removed, and nothing of the storm is left behind.
+TEST_F(ServerTest, RegistrationStormLeavesRunningJobIntact) {
+  ServerOptions o = options();
+  o.max_jobs = 3;
+  o.max_connections = 12;
+  start(o);
+  std::vector<JobGrant> grants;
+  auto live = run_job("live", 2, &grants);
+  ASSERT_EQ(grants.size(), 2u);
+  constexpr int kRounds = 4;
+  constexpr int kPerRound = 16;  // > max_connections - 2 live connections
+  size_t refused_jobs = 0;
+  size_t refused_connections = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<Member> storm;
+    for (int i = 0; i < kPerRound; ++i) {
+      auto c = ControlClient::connect("127.0.0.1", port_, kToken, 5000);
+      if (!c.ok()) {
+        EXPECT_EQ(c.status().code(), StatusCode::kRefused) << c.status().to_string();
+        ++refused_connections;
+        continue;
+      }
+      Member m;
+      m.req = request("storm-" + std::to_string(round) + "-" + std::to_string(i), 2, 0);
+      m.client = std::move(c.value());
+      ControlClient* cl = m.client.get();
+      m.pending = std::async(std::launch::async, [cl, req = m.req] { return cl->register_rank(req, 2000); });
+      storm.push_back(std::move(m));
+    }
+    for (auto& m : storm) {
+      // At most max_jobs - 1 storm jobs can be pending beside the live one; the rest are refused
+      // at once, and the pending ones time out of their own wait (nobody completes them).
+      Result<JobGrant> g = m.pending.get();
+      EXPECT_FALSE(g.ok());
+      if (g.status().message().find("too_many_jobs") != std::string::npos) ++refused_jobs;
+    }
+    storm.clear();  // closes every storm connection: their pending registrations are withdrawn
+    ASSERT_TRUE(wait_for([&] { return server_->jobs().size() == 1; }, kWait)) << "storm round " << round;
+  }
+  EXPECT_GE(refused_connections, static_cast<size_t>(kRounds));  // each round went over max_connections
+  EXPECT_GE(refused_jobs, static_cast<size_t>(kRounds));         // and over max_jobs
+  // The live job: still listed and running, not removed, its members not aborted; it ends cleanly.
+  auto js = server_->jobs();
+  ASSERT_EQ(js.size(), 1u);
+  EXPECT_EQ(js[0].job_id, grants[0].job_id);
+  EXPECT_TRUE(js[0].running);
+  EXPECT_TRUE(sink_.removals().empty());
+  EXPECT_EQ(sink_.installs().size(), 1u);
+  for (auto& m : live) EXPECT_TRUE(wait_status(*m.client, 200ms).ok());
+  for (auto& m : live) ASSERT_TRUE(m.client->leave().ok());
+  AbortReason why = AbortReason::kAdmin;
+  ASSERT_TRUE(sink_.wait_removed(grants[0].job_id, &why, kWait));
+  EXPECT_EQ(why, AbortReason::kNone);
+  EXPECT_TRUE(wait_for([&] { return server_->jobs().empty(); }, kWait));
+}
+
 TEST_F(ServerTest, StopAbortsRunningAndRefusesPendingMembers) {
   start(options());
   std::vector<JobGrant> grants;

@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""Flood generator for tests/robustness/flood_test.sh (run with /usr/bin/python3, which has scapy).
+
+  flood.py sniff IFACE SECS
+      Waits (bounded) for one RoCEv2 contribution on IFACE (an on-path observer, e.g. the switch's
+      port of the appliance) and prints "JOB_ID QKEY SRC_QP" from it.
+  flood.py flood IFACE DST_MAC DST_IP SRC_IP PEER_IP KEYFILE COUNT SECS [PPS]
+      Builds the frames that need no job, prints "ready" (stderr), waits (75 s at most) for KEYFILE
+      to hold "JOB_ID QKEY" (the live job's, from sniff), builds the rest, then sends up to COUNT
+      frames (for at most SECS seconds, or until SIGTERM) from IFACE through a raw AF_PACKET socket,
+      round-robin over five classes (paced to PPS frames/s when given, > 0), and prints one JSON object: frames sent per class and the rate.
+        not_ipv4        random bytes under an unknown EtherType
+        bad_opcode      IPv4/UDP 4791 with garbage after the UDP header (first BTH byte 0)
+        unknown_job     well-formed contributions (valid ICRC) for a job id nobody registered
+        bad_qkey        the live job's id with a wrong Q_Key
+        foreign_source  the live job's id and its real Q_Key (as seen on the wire) from a forged
+                        source: this host's IPv4 or PEER_IP (a real member's) with a wrong QPN
+      The frames are built once with scapy (scapy.contrib.roce computes the ICRC) and then sent as
+      bytes, so that the rate is the socket's, not scapy's.
+"""
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import sys
+import time
+
+CLASSES = ["not_ipv4", "bad_opcode", "unknown_job", "bad_qkey", "foreign_source"]
+VARIANTS = 32  # distinct frames per class
+
+
+def sniff(iface, secs):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))  # ETH_P_ALL: also frames the port sends
+    s.bind((iface, 0))
+    print("listening", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        s.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            f = s.recv(4096)
+        except socket.timeout:
+            break
+        # Ethernet 14 | IPv4 20 | UDP 8 | BTH 12 | DETH 8 | Sumcast header 32
+        if len(f) < 94 or f[23] != 17 or struct.unpack_from("!H", f, 36)[0] != 4791:
+            continue
+        if f[42] != 0x64 or f[94 - 32 + 1] != 1:  # UD SEND_ONLY, contribution
+            continue
+        qkey = struct.unpack_from("!I", f, 54)[0]
+        src_qp = struct.unpack_from("!I", f, 58)[0] & 0xFFFFFF
+        job = struct.unpack_from("!I", f, 62 + 4)[0]
+        print(job, qkey, src_qp)
+        return 0
+    print("sniff: no contribution seen", file=sys.stderr)
+    return 1
+
+
+def build(cls, rnd, dst_mac, dst_ip, src_mac, src_ip, peer_ip, job, qkey):
+    from scapy.layers.l2 import Ether
+    from scapy.layers.inet import IP, UDP
+    from scapy.packet import Raw
+    from scapy.contrib.roce import BTH
+
+    if cls == "not_ipv4":
+        return bytes(Ether(dst=dst_mac, src=src_mac, type=0x88B6) / Raw(rnd.randbytes(rnd.randint(46, 200))))
+    if cls == "bad_opcode":
+        junk = b"\x00" + rnd.randbytes(rnd.randint(20, 200))
+        return bytes(Ether(dst=dst_mac, src=src_mac) / IP(src=src_ip, dst=dst_ip) /
+                     UDP(sport=rnd.randint(1024, 65535), dport=4791) / Raw(junk))
+    count = 16
+    rank = rnd.randint(0, 3)
+    src = src_ip
+    qp = rnd.randint(1, 0xFFFFFF)
+    if cls == "unknown_job":
+        job_id = rnd.randint(0, 0xFFFFFFFF)  # the live job's id is known: rebuilt if equal
+        key = rnd.randint(0, 0xFFFFFFFF)
+    elif cls == "bad_qkey":
+        job_id = job
+        key = qkey ^ rnd.randint(1, 0xFFFFFFFF)
+    else:  # foreign_source
+        job_id = job
+        key = qkey
+        if rnd.random() < 0.5:
+            src = peer_ip  # a member's address, but not its QPN (the QPN is 24 random bits: miss)
+    deth = struct.pack("!IBBH", key, 0, qp >> 16, qp & 0xFFFF)
+    hdr = struct.pack("!BBBBIHHIIHBBQ", 1, 1, 0, 0, job_id, rank, rnd.randint(0, 63),
+                      rnd.randint(0, 1000), rnd.randint(0, 1000), count, 0, 0, 0)
+    payload = struct.pack("!%df" % count, *([1.0e6] * count))
+    pkt = (Ether(dst=dst_mac, src=src_mac) / IP(src=src, dst=dst_ip, flags="DF") /
+           UDP(sport=rnd.randint(1024, 65535), dport=4791, chksum=0) /
+           BTH(opcode=0x64, pkey=0xFFFF, dqpn=1, psn=rnd.randint(0, 0xFFFFFF)) / Raw(deth + hdr + payload))
+    return bytes(pkt)
+
+
+def flood(iface, dst_mac, dst_ip, src_ip, peer_ip, keyfile, count, secs, pps):
+    with open("/sys/class/net/%s/address" % iface) as f:
+        src_mac = f.read().strip()
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    rnd = random.Random(6)
+    args = (dst_mac, dst_ip, src_mac, src_ip, peer_ip)
+    early = {c: [build(c, rnd, *args, 0, 0) for _ in range(VARIANTS)] for c in CLASSES[:3]}
+    print("ready", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + 75
+    while not os.path.exists(keyfile):
+        if stop or time.monotonic() >= deadline:
+            print("flood: no key file", file=sys.stderr)
+            return 1
+        time.sleep(0.01)  # polling a bounded wait, not synchronisation
+    with open(keyfile) as f:
+        job, qkey = (int(x) for x in f.read().split()[:2])
+    for k, b in enumerate(early["unknown_job"]):
+        if struct.unpack_from("!I", b, 66)[0] == job:
+            early["unknown_job"][k] = build("unknown_job", rnd, *args, job, qkey)
+    late = {c: [build(c, rnd, *args, job, qkey) for _ in range(VARIANTS)] for c in CLASSES[3:]}
+    by_class = {**early, **late}
+    frames = []  # (class index, bytes), round-robin order
+    for v in range(VARIANTS):
+        for i, cls in enumerate(CLASSES):
+            frames.append((i, by_class[cls][v]))
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((iface, 0))
+    sent = [0] * len(CLASSES)
+    failed = 0
+    n = 0
+    t0 = time.monotonic()
+    deadline = t0 + secs
+    nf = len(frames)
+    while n < count:
+        if (n & 63) == 0:
+            now = time.monotonic()
+            if stop or now >= deadline:
+                break
+            if pps > 0 and n > (now - t0) * pps:  # ahead of the schedule: pace (the rate bound)
+                time.sleep(n / pps - (now - t0))
+        i, b = frames[n % nf]
+        n += 1
+        try:
+            s.send(b)
+            sent[i] += 1
+        except OSError:  # ENOBUFS: not sent, not counted
+            failed += 1
+    elapsed = time.monotonic() - t0
+    out = {c: sent[k] for k, c in enumerate(CLASSES)}
+    out["total"] = sum(sent)
+    out["send_failed"] = failed
+    out["seconds"] = round(elapsed, 3)
+    out["pps"] = int(sum(sent) / elapsed) if elapsed > 0 else 0
+    print(json.dumps(out))
+    return 0
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[1] == "sniff":
+        return sniff(argv[2], float(argv[3]))
+    if len(argv) in (10, 11) and argv[1] == "flood":
+        return flood(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], int(argv[8]), float(argv[9]),
+                     float(argv[10]) if len(argv) == 11 else 0)
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
