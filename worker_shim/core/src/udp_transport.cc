@@ -160,6 +160,13 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
       ++done;
       continue;
     }
+    if (rc < 0 && (err == ENETUNREACH || err == EHOSTUNREACH || err == ENETDOWN || err == EHOSTDOWN)) {
+      // The route or link is gone for now (a link flap): the packet is lost like any other, and the
+      // retransmission timer, bounded by the retry budget and the op timeout, decides what follows.
+      ++counters_.tx_dropped;
+      ++done;
+      continue;
+    }
     const OutPacket& o = packets[done];
     return Status::from_errno(describe() + ": sendmmsg of " + std::to_string(o.len) + " bytes to " +
                                   format_ipv4(peers_[o.peer].spec.ip) + ":" +

@@ -52,7 +52,7 @@ const char* drop_reason_name(DropReason r);
 struct TransportCounters {
   uint64_t tx_packets = 0;  // handed to the network
   uint64_t tx_bytes = 0;    // UDP payload bytes (BTH..ICRC)
-  uint64_t tx_dropped = 0;  // not sent: socket buffer full after a bounded wait (the RTO resends)
+  uint64_t tx_dropped = 0;  // not sent: buffer full after a bounded wait, or no route/link (the RTO resends)
   uint64_t rx_packets = 0;  // received, before validation
   uint64_t rx_bytes = 0;
   uint64_t results = 0;  // valid results handed to the communicator
