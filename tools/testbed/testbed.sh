@@ -47,6 +47,11 @@ tb_up() {
   tb_exec app ip link set "$TB_APP_MGMT_IF" up
   # The kernel must not answer for, or send from, the data veth.
   tb_exec app sysctl -qw net.ipv6.conf."$TB_APP_DATA_IF".disable_ipv6=1
+  # Nor forward what arrives there: new namespaces inherit the host's ip_forward (1 on hosts with
+  # Docker or podman bridge networks), and a forwarding appliance namespace would route every
+  # contribution addressed to the data IP out of the management veth, back onto the bridge and into
+  # the data veth again (a loop bounded only by the TTL: ~60 duplicates per frame).
+  tb_exec app sysctl -qw net.ipv4.conf.all.forwarding=0
   for p in pd pm; do tb_exec sw ip link set "$p" master br0; tb_exec sw ip link set "$p" up; done
   for ((i = 0; i < n; i++)); do
     ip netns add "$(tb_ns w$i)" || return 1

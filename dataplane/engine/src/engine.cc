@@ -472,8 +472,8 @@ void Engine::Impl::complete(Job& j, uint32_t local, uint16_t slot, unsigned pari
   h.elem_offset = v.elem_offset;
   const uint8_t* result = j.result(local, parity);
   const size_t len = size_t{v.elem_count} * wire::dtype_size(j.dtype);
-  const uint64_t sent = j.multicast ? (emit(j, h, result, len, wire::kRankMulticast, tx) ? 1 : 0)
-                                    : replicate(j, h, result, len, tx);
+  const uint64_t sent =
+      j.multicast ? (emit(j, h, result, len, wire::kRankMulticast, tx) ? 1 : 0) : replicate(j, h, result, len, tx);
   bump(counters.results_sent, sent);
 }
 

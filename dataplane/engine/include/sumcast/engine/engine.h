@@ -33,7 +33,7 @@ namespace sumcast::engine {
   X(kUnknownJob, "unknown_job")                                                       \
   X(kBadQkey, "bad_qkey")                                                             \
   X(kBadRank, "bad_rank")             /* rank >= world size */                        \
-  X(kForeignSource, "foreign_source") /* IPv4/QPN not the rank's endpoint */ \
+  X(kForeignSource, "foreign_source") /* IPv4/QPN not the rank's endpoint */          \
   X(kBadSlot, "bad_slot")             /* slot >= job's slot count */                  \
   X(kWrongCore, "wrong_core")         /* slot owned by another core */                \
   X(kDtypeMismatch, "dtype_mismatch")                                                 \
