@@ -463,14 +463,22 @@ void Communicator::check_timers(uint64_t now) {
     }
     // An expired chunk is presumed lost only when a chunk sent after it was answered. Otherwise
     // the appliance or a peer rank is stalled (descheduled, late to the call) and resending the
-    // whole window would only add to the backlog: the oldest such chunk goes out as a probe, the
-    // other expired timers back off without resending.
+    // whole window would only add to the backlog: once per RTO, when a stalled chunk's timer
+    // expired, the oldest stalled chunk goes out as a probe (whether or not its own timer expired)
+    // and the other expired timers back off without resending. The oldest, not the oldest
+    // expired: a chunk whose timer backed off between two probes would otherwise expire out of
+    // phase with them forever and never be resent, and when that chunk's contribution is the one
+    // the appliance lacks, every rank keeps probing rounds that wait for it (a livelock seen with
+    // six ranks on two loaded CPUs). The globally oldest outstanding round is every rank's oldest.
     const Slot* probe = nullptr;
-    for (const Slot& sl : a.slots) {
-      if (now < a.next_probe_ns) break;  // one probe per RTO, however many timers expire meanwhile
-      if (sl.busy && sl.deadline_ns <= now && a.answered_tx_ns <= sl.last_tx_ns && (!probe || sl.g < probe->g)) {
-        probe = &sl;
+    if (now >= a.next_probe_ns) {  // one probe per RTO, however many timers expire meanwhile
+      bool expired = false;
+      for (const Slot& sl : a.slots) {
+        if (!sl.busy || a.answered_tx_ns > sl.last_tx_ns) continue;
+        expired = expired || sl.deadline_ns <= now;
+        if (!probe || sl.g < probe->g) probe = &sl;
       }
+      if (!expired) probe = nullptr;
     }
     for (uint32_t s = 0; s < a.slot_count; ++s) {
       Slot& sl = a.slots[s];
@@ -479,7 +487,7 @@ void Communicator::check_timers(uint64_t now) {
         ++stats_.silent_backoffs;
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
-      } else if (sl.deadline_ns <= now) {
+      } else if (sl.deadline_ns <= now || &sl == probe) {
         if (config_.retries != 0 && sl.retries >= config_.retries) {
           fail(Status::timeout(where(a) + ": no result for slot " + std::to_string(s) + " round " +
                                std::to_string(sl.round) + " after " + std::to_string(sl.retries) + " retransmissions"));

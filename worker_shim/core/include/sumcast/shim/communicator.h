@@ -25,8 +25,9 @@
 // with every spurious retransmission (a retransmitted chunk answered twice) and decays slowly; each expiry resends and
 // doubles it, up to rto_max_us. An expired chunk is presumed lost only when a chunk sent after it was answered;
 // otherwise the appliance or a peer rank is stalled (descheduled, late to the call), not losing
-// packets: then only the oldest such chunk is resent, as a probe, and the other expired timers
-// just back off, so a stall does not turn into a window's worth of useless retransmissions.
+// packets: then, once per RTO, only the oldest outstanding chunk (expired or not) is resent, as a
+// probe, and the other expired timers just back off, so a stall does not turn into a window's
+// worth of useless retransmissions, and the round every rank waits for is always resent.
 //
 // Failure. A chunk not answered after `retries` retransmissions, no result from an appliance for
 // op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path),
