@@ -1178,5 +1178,71 @@ TEST(EngineTest, AnyUdpSourcePortIsAcceptedFromTheRegisteredAddressAndQpn) {
   EXPECT_EQ(load_be16(tx.frames()[0].data + wire::kUdpOffset + 2), job.members[0].udp_port);
 }
 
+TEST(EngineTest, LatencyBucketBoundsAreInclusivePowersOfTwo) {
+  // Bucket b holds (2^b, 2^(b+1)] ticks (bucket 0: [0, 2]); the last one everything above.
+  EXPECT_EQ(latency_bucket(0), 0u);
+  EXPECT_EQ(latency_bucket(2), 0u);
+  EXPECT_EQ(latency_bucket(3), 1u);
+  EXPECT_EQ(latency_bucket(4), 1u);
+  EXPECT_EQ(latency_bucket(5), 2u);
+  EXPECT_EQ(latency_bucket(1024), 9u);
+  EXPECT_EQ(latency_bucket(1025), 10u);
+  EXPECT_EQ(latency_bucket(uint64_t{1} << (kLatencyBuckets - 1)), kLatencyBuckets - 2);
+  EXPECT_EQ(latency_bucket((uint64_t{1} << (kLatencyBuckets - 1)) + 1), kLatencyBuckets - 1);
+  EXPECT_EQ(latency_bucket(~uint64_t{0}), kLatencyBuckets - 1);
+}
+
+TEST(EngineTest, CompletionLatencyIsTheClockBetweenOpeningAndCompletingBursts) {
+  uint64_t now = 1000;
+  EngineOptions o = appliance();
+  o.clock = [](void* ctx) { return *static_cast<uint64_t*>(ctx); };
+  o.clock_ctx = &now;
+  o.clock_hz = 1000;
+  Engine e(o);
+  EXPECT_EQ(e.options().clock_hz, 1000u);
+  MemoryTxSink tx;
+  const JobSpec job = job_spec(1, Dtype::kInt32, ReduceOp::kSum, 2, 4);
+  ASSERT_TRUE(e.add_job(job).ok());
+  // Slot 0: opened at 1000, completed at 1005 (5 ticks: bucket (4, 8]).
+  feed(e, tx, contribution(job, o, 0, {0, 0, 0, 0, 4}));
+  now = 1005;
+  feed(e, tx, contribution(job, o, 1, {0, 0, 0, 0, 4}));
+  // Slot 1: opened at 2000, a duplicate at 2500 changes nothing, completed at 3000 (1000 ticks: (512, 1024]).
+  now = 2000;
+  feed(e, tx, contribution(job, o, 0, {1, 0, 0, 0, 4}));
+  now = 2500;
+  feed(e, tx, contribution(job, o, 0, {1, 0, 0, 0, 4}));
+  now = 3000;
+  feed(e, tx, contribution(job, o, 1, {1, 0, 0, 0, 4}));
+  // Slot 2: both ranks in one burst: 0 ticks.
+  now = 9000;
+  feed(e, tx, {contribution(job, o, 0, {2, 0, 0, 0, 4}), contribution(job, o, 1, {2, 0, 0, 0, 4})});
+  // Slot 0, round 1: its open time is that round's, not round 0's.
+  now = 10000;
+  feed(e, tx, contribution(job, o, 1, {0, 1, 0, 4, 4}));
+  now = 10003;
+  feed(e, tx, contribution(job, o, 0, {0, 1, 0, 4, 4}));
+
+  const CoreCounters& c = e.counters();
+  ASSERT_EQ(get(c.slots_completed), 4u);
+  std::vector<uint64_t> want(kLatencyBuckets, 0);
+  want[0] = 1;  // 0 ticks
+  want[1] = 1;  // 3 ticks: (2, 4]
+  want[2] = 1;  // 5 ticks
+  want[9] = 1;  // 1000 ticks
+  uint64_t count = 0;
+  for (size_t b = 0; b < kLatencyBuckets; ++b) {
+    EXPECT_EQ(get(c.latency_buckets[b]), want[b]) << "bucket " << b;
+    count += get(c.latency_buckets[b]);
+  }
+  EXPECT_EQ(count, get(c.slots_completed));
+  EXPECT_EQ(get(c.latency_ticks_sum), 5u + 1000u + 0u + 3u);
+}
+
+TEST(EngineTest, WithoutAClockTheHistogramUsesNanoseconds) {
+  Engine e(appliance());
+  EXPECT_EQ(e.options().clock_hz, 1000000000u);
+}
+
 }  // namespace
 }  // namespace sumcast::engine

@@ -54,6 +54,20 @@ enum class DropReason : uint8_t {
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
 const char* drop_reason_name(DropReason r);
 
+// Slot completion latency histogram: the time from a round's first contribution to its
+// completion, in EngineOptions::clock ticks, in log2 buckets. Bucket 0 holds [0, 2] ticks, bucket b
+// (1 <= b < kLatencyBuckets - 1) holds (2^b, 2^(b+1)] ticks, the last bucket everything above
+// 2^(kLatencyBuckets - 1) ticks; so 2^(b+1) ticks is bucket b's inclusive upper bound (Prometheus
+// "le"). The clock is read once per burst, so both ends are the start of the burst that carried
+// the packet: the resolution is one burst's processing time.
+inline constexpr size_t kLatencyBuckets = 40;  // 2^40 TSC ticks: minutes at GHz rates
+// The bucket of a latency of `ticks`.
+constexpr size_t latency_bucket(uint64_t ticks) {
+  if (ticks <= 2) return 0;
+  const auto b = static_cast<size_t>(63 - __builtin_clzll(ticks - 1));
+  return b < kLatencyBuckets ? b : kLatencyBuckets - 1;
+}
+
 // Counters of one core. Written only by the owning lcore; readers (telemetry) load them relaxed.
 struct alignas(64) CoreCounters {
   std::atomic<uint64_t> rx_packets{0};
@@ -70,6 +84,9 @@ struct alignas(64) CoreCounters {
   std::atomic<uint64_t> arp_replies{0};
   std::atomic<uint64_t> jobs_active{0};
   std::atomic<uint64_t> drops[kDropReasonCount]{};
+  // Every completed round adds its latency (see kLatencyBuckets); count = sum of the buckets.
+  std::atomic<uint64_t> latency_ticks_sum{0};
+  std::atomic<uint64_t> latency_buckets[kLatencyBuckets]{};
 };
 
 // A frame received: contiguous bytes, valid until process_burst returns.
@@ -130,6 +147,12 @@ struct EngineOptions {
   void* (*allocate)(size_t bytes, void* ctx) = nullptr;  // nullptr: aligned operator new
   void (*release)(void* p, void* ctx) = nullptr;
   void* alloc_ctx = nullptr;
+  // The clock of the latency histogram, read once per burst (process_burst) on the owning lcore.
+  // nullptr: std::chrono::steady_clock in nanoseconds (clock_hz is then taken as 1e9). sumcastd
+  // passes the TSC (rte_rdtsc) and rte_get_tsc_hz().
+  uint64_t (*clock)(void* ctx) = nullptr;
+  void* clock_ctx = nullptr;
+  uint64_t clock_hz = 0;  // ticks per second of `clock`, for readers of the histogram
 };
 
 // Progress of one job on one core, readable from other threads (relaxed).
