@@ -1,0 +1,219 @@
+#!/usr/bin/python3
+"""Draws PNGs of Sumcast's benchmark results (perf/run writes the JSON files they come from).
+
+  plot.py RESULTS_DIR      engine.json -> engine.png, engine_scaling.png, engine_memory.png
+                           kernels.json -> kernels.png; icrc.json -> icrc.png
+                           memif.json -> memif.png; cluster*.json -> cluster*.png
+Files that are absent are skipped. Needs matplotlib (python3-matplotlib) for /usr/bin/python3.
+"""
+import json
+import os
+import re
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def bench_rows(path):
+    """name -> row of a Google Benchmark JSON (the median aggregate where there are repetitions)."""
+    with open(path) as f:
+        data = json.load(f)
+    rows, medians = {}, set()
+    for b in data.get("benchmarks", []):
+        name = re.sub(r"/(manual_time|iterations:\d+)", "", b.get("run_name", b["name"]))
+        if b.get("error_occurred"):
+            continue
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") != "median":
+                continue
+            rows[name] = b
+            medians.add(name)
+        elif name not in medians:
+            rows.setdefault(name, b)
+    return rows
+
+
+def save(fig, out):
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    print(f"plot: wrote {out}")
+
+
+def engine(rows, outdir):
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
+    ns = (2, 8, 64)
+    for ax, dtype in zip(axes, ("fp32", "bf16")):
+        labels, x = [], 0
+        for payload in (256, 1024, 4096):
+            for icrc in ("on", "off"):
+                tail = f"{dtype}/payload:{payload}/icrc:{icrc}"
+                for k, n in enumerate(ns):
+                    r = rows.get(f"engine/{tail}/n:{n}")
+                    if r:
+                        ax.bar(x + k * 0.2, r["Gbps"], 0.2, color=f"C{k}", label=f"engine n={n}" if x == 0 else None)
+                f = rows.get(f"floor/{tail}/n:8")
+                if f:
+                    ax.bar(x + 0.6, f["Gbps"], 0.2, color="0.7", label="floor (n=8)" if x == 0 else None)
+                labels.append((x + 0.3, f"{payload} B\nICRC {icrc}"))
+                x += 1
+        ax.axhline(80, color="r", ls="--", lw=1, label="target 80 Gbit/s (1 KiB fp32, ICRC on)")
+        ax.set_xticks([p for p, _ in labels], [t for _, t in labels])
+        ax.set_title(f"engine, one core, {dtype}")
+        ax.set_ylabel("gradient payload absorbed (Gbit/s)")
+        ax.legend(fontsize=8)
+    save(fig, os.path.join(outdir, "engine.png"))
+
+    fig, axes = plt.subplots(1, 4, figsize=(16, 4))
+    for ax, (key, label) in zip(axes, (("ranks", "ranks (n)"), ("slots", "slots per job (n=2)"),
+                                        ("jobs", "jobs (n=8)"), ("feed_KiB", "frame set (KiB, n=8)"))):
+        pts = sorted((int(k.split(":")[1]), r["ns_per_pkt"]) for k, r in rows.items()
+                     if k.startswith(f"scale/{key}:"))
+        if not pts:
+            continue
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(0, max(p[1] for p in pts) * 1.2)
+        ax.set_xlabel(label)
+        ax.set_ylabel("ns per packet (1 KiB fp32, ICRC on)")
+        ax.grid(alpha=0.3)
+    fig.suptitle("engine per-packet cost against scale")
+    save(fig, os.path.join(outdir, "engine_scaling.png"))
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for ax, (key, label) in zip(axes, (("ranks", "ranks (64 slots, 1 job)"), ("slots", "slots (8 ranks, 1 job)"),
+                                        ("jobs", "jobs (8 ranks, 64 slots)"))):
+        pts = []
+        for k, r in rows.items():
+            if not k.startswith("memory/") or not k.endswith("/fp32/payload:1024"):
+                continue
+            f = dict(part.split(":") for part in k.split("/")[1:4])
+            others = {"ranks": ("slots", "64", "jobs", "1"), "slots": ("ranks", "8", "jobs", "1"),
+                      "jobs": ("ranks", "8", "slots", "64")}[key]
+            if f[others[0]] == others[1] and f[others[2]] == others[3]:
+                pts.append((int(f[key]), r["bytes"] / 2**20))
+        pts.sort()
+        if not pts:
+            continue
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(0, max(p[1] for p in pts) * 1.15)
+        ax.set_xlabel(label)
+        ax.set_ylabel("appliance memory (MiB), 1 KiB fp32")
+        ax.grid(alpha=0.3)
+    save(fig, os.path.join(outdir, "engine_memory.png"))
+
+
+def kernels(rows, outdir):
+    sizes = ("16KiB", "256KiB", "64MiB")
+    dtypes = ("fp32", "fp16", "bf16", "int32", "fp64")
+    isas = ("scalar", "avx2", "avx512")
+    fig, axes = plt.subplots(1, len(sizes), figsize=(15, 4.2))
+    for ax, size in zip(axes, sizes):
+        memcpy = rows.get(f"memcpy/{size}", {}).get("bytes_per_second")
+        for k, isa in enumerate(isas):
+            vals = [rows.get(f"accumulate_sum/{isa}/{d}/{size}", {}).get("bytes_per_second", 0) / 1e9 for d in dtypes]
+            ax.bar([i + k * 0.27 for i in range(len(dtypes))], vals, 0.27, label=isa)
+        if memcpy:
+            ax.axhline(memcpy / 1e9, color="k", ls="--", lw=1, label="memcpy")
+        ax.set_xticks([i + 0.27 for i in range(len(dtypes))], dtypes)
+        ax.set_title(f"acc += x, {size}")
+        ax.set_ylabel("GB/s of source")
+        ax.legend(fontsize=8)
+    save(fig, os.path.join(outdir, "kernels.png"))
+
+
+def icrc(rows, outdir):
+    sizes = (64, 256, 1024, 4096)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for k, (prefix, label) in enumerate((("bm_crc32_isal", "ISA-L"), ("bm_crc32_table", "table CRC"))):
+        vals = [rows.get(f"{prefix}/{s}", {}).get("bytes_per_second", 0) / 1e9 for s in sizes]
+        ax.bar([i + k * 0.4 for i in range(len(sizes))], vals, 0.4, label=label)
+    ax.set_yscale("log")
+    ax.set_xticks([i + 0.2 for i in range(len(sizes))], [f"{s} B" for s in sizes])
+    ax.set_ylabel("GB/s (log)")
+    ax.set_title("CRC-32: ISA-L vs a byte-wise table")
+    ax.legend()
+    save(fig, os.path.join(outdir, "icrc.png"))
+
+
+def memif(path, outdir):
+    with open(path) as f:
+        data = json.load(f)
+    s = data["summary"]
+    if not s:
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    xs = range(len(s))
+    ax.bar([x for x in xs], [r["sumcastd_pps"] / 1e6 for r in s], 0.35, label="sumcastd (sums, answers)")
+    ax.bar([x + 0.35 for x in xs], [r["testpmd_pps"] / 1e6 for r in s], 0.35, label="testpmd io forwarding")
+    for x, r in zip(xs, s):
+        ax.text(x + 0.17, max(r["sumcastd_pps"], r["testpmd_pps"]) / 1e6 * 1.02, f"{r['ratio']:.2f}x", ha="center")
+    ax.set_xticks([x + 0.17 for x in xs], [f"{r['ranks']} ranks, {r['payload']} B" for r in s])
+    ax.set_ylabel("Mpps through one core")
+    ax.set_title("memif: sumcastd vs testpmd, same generator and CPUs")
+    ax.legend(fontsize=8)
+    save(fig, os.path.join(outdir, "memif.png"))
+
+
+def cluster(path, out):
+    with open(path) as f:
+        data = json.load(f)
+    cases = data.get("cases", [])
+    if not cases:
+        return
+    R = (data["rate_mbit"] or 200) / 8000  # unshaped runs: in multiples of 200 Mbit/s
+    ns = sorted({c["ranks"] for c in cases})
+    losses = sorted({c["loss_pct"] for c in cases})
+    fig, axes = plt.subplots(len(ns), len(losses), figsize=(4.6 * len(losses), 3.6 * len(ns)), sharey=True,
+                             squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for c in cases:
+        ax = axes[ns.index(c["ranks"])][losses.index(c["loss_pct"])]
+        ax.set_visible(True)
+        rows = c["rows"]
+        x = [r["bytes"] / 2**20 for r in rows]
+        for key, label, style in (("sumcast", "Sumcast", "o-"), ("mpi_default", "MPI default", "s--"),
+                                  ("mpi_ring", "MPI ring", "^--")):
+            pts = [(xx, r[key] / R) for xx, r in zip(x, rows) if r.get(key)]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+        n = c["ranks"]
+        ax.axhline(1.0, color="k", lw=0.8, label="R")
+        ax.axhline(n / (2 * (n - 1)), color="0.5", ls=":", lw=1, label="ring bound n/(2(n-1))")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("MiB")
+        ax.set_title(f"n={n}, loss {c['loss_pct']}%")
+        ax.grid(alpha=0.3)
+    for row in axes:
+        row[0].set_ylabel("algbw / R")
+    shaping = f"R = {data['rate_mbit']} Mbit/s" if data["rate_mbit"] else "links unshaped, R := 200 Mbit/s"
+    fig.suptitle(f"all-reduce algorithm bandwidth / R ({shaping}; sumcastd on {data.get('pmd', 'af_packet')})")
+    axes[0][0].legend(fontsize=7)
+    save(fig, out)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    d = sys.argv[1]
+    p = lambda name: os.path.join(d, name)
+    if os.path.exists(p("engine.json")):
+        engine(bench_rows(p("engine.json")), d)
+    if os.path.exists(p("kernels.json")):
+        kernels(bench_rows(p("kernels.json")), d)
+    if os.path.exists(p("icrc.json")):
+        icrc(bench_rows(p("icrc.json")), d)
+    if os.path.exists(p("memif.json")):
+        memif(p("memif.json"), d)
+    for name in sorted(os.listdir(d)):
+        if name.startswith("cluster") and name.endswith(".json"):
+            cluster(p(name), p(name[:-len(".json")] + ".png"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+#!/usr/bin/python3
+"""Summary tables of Sumcast's benchmarks (issue 5), with the targets checked.
+
+  report.py engine ENGINE.json            Google Benchmark JSON of sumcast_bench_engine
+  report.py memif  LINES|- OUT.json       JSON lines from perf/memif/run -> medians, ratio, OUT.json
+  report.py cluster CLUSTER.json          perf/cluster/run's results
+
+Prints tables to stdout; exit status 0 (targets are reported, not enforced: these are benchmarks).
+"""
+import json
+import re
+import statistics
+import sys
+
+
+def _bench_rows(path):
+    """name -> counters of a Google Benchmark JSON (medians when there are repetitions)."""
+    with open(path) as f:
+        data = json.load(f)
+    rows, medians = {}, set()
+    for b in data.get("benchmarks", []):
+        name = b.get("run_name", b["name"])
+        name = re.sub(r"/(manual_time|iterations:\d+)", "", name)
+        if b.get("error_occurred"):
+            rows[name] = {"error": b.get("error_message", "error")}
+            continue
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") != "median":
+                continue
+            rows[name] = b
+            medians.add(name)
+        elif name not in medians:
+            rows.setdefault(name, b)
+    return data.get("context", {}), rows
+
+
+def engine(path):
+    ctx, rows = _bench_rows(path)
+    print(f"Engine, one core, in memory (sumcast_bench_engine; {ctx.get('host_name', '?')}, "
+          f"{ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz, load {ctx.get('load_avg', '?')})")
+    print("CPU time of the thread; cycles = that time in TSC cycles; Gbit/s = gradient payload absorbed.")
+    print("preempted = share of wall time the thread did not run (the machine's other load).\n")
+
+    def cell(name, key):
+        r = rows.get(name)
+        if r is None or "error" in r or key not in r:
+            return None
+        return r[key]
+
+    hdr = f"{'dtype':5} {'payload':>7} {'ICRC':4} |"
+    for n in (2, 8, 64):
+        hdr += f" {'n=' + str(n) + ' ns':>9} {'cyc':>5} {'Gbit/s':>6} |"
+    hdr += f" {'floor ns':>8} {'Gbit/s':>6} | {'n=8/floor':>9}"
+    print(hdr)
+    print("-" * len(hdr))
+    for dtype in ("fp32", "bf16"):
+        for payload in (256, 1024, 4096):
+            for icrc in ("on", "off"):
+                tail = f"{dtype}/payload:{payload}/icrc:{icrc}"
+                line = f"{dtype:5} {payload:7} {icrc:4} |"
+                for n in (2, 8, 64):
+                    name = f"engine/{tail}/n:{n}"
+                    ns, cyc, g = cell(name, "ns_per_pkt"), cell(name, "cycles_per_pkt"), cell(name, "Gbps")
+                    line += f" {ns:9.1f} {cyc:5.0f} {g:6.1f} |" if ns else f" {'-':>9} {'-':>5} {'-':>6} |"
+                fl = f"floor/{tail}/n:8"
+                fns, fg = cell(fl, "ns_per_pkt"), cell(fl, "Gbps")
+                e8 = cell(f"engine/{tail}/n:8", "ns_per_pkt")
+                line += f" {fns:8.1f} {fg:6.1f} |" if fns else f" {'-':>8} {'-':>6} |"
+                line += f" {e8 / fns:8.2f}x" if (fns and e8) else f" {'-':>9}"
+                print(line)
+    print()
+    print("Target: >= 80 Gbit/s of 1 KiB fp32 payload per core with ICRC verification on:")
+    for n in (2, 8, 64):
+        g = cell(f"engine/fp32/payload:1024/icrc:on/n:{n}", "Gbps")
+        ns = cell(f"engine/fp32/payload:1024/icrc:on/n:{n}", "ns_per_pkt")
+        if g:
+            print(f"  n={n:<3} {g:6.1f} Gbit/s ({ns:.1f} ns/packet) {'reached' if g >= 80 else 'NOT reached'}")
+
+    def sweep(prefix, label, values):
+        print(f"\nPer-packet cost vs {label} (1 KiB fp32, ICRC on):")
+        got = []
+        for v in values:
+            name = f"scale/{prefix}:{v}"
+            ns = cell(name, "ns_per_pkt")
+            if ns is None:
+                continue
+            got.append(ns)
+            extra = ""
+            if prefix != "feed_KiB":
+                extra = f" (frames {cell(name, 'feed_MiB'):.1f} MiB, slots {cell(name, 'slots'):.0f})"
+            print(f"  {label} {v:>6}: {ns:7.1f} ns {cell(name, 'cycles_per_pkt'):6.0f} cycles "
+                  f"{cell(name, 'Gbps'):6.1f} Gbit/s{extra}")
+        if len(got) > 1:
+            print(f"  max/min = {max(got) / min(got):.2f}")
+
+    sweep("ranks", "ranks", (2, 4, 8, 16, 32, 64, 128, 256))
+    sweep("slots", "slots", (8, 32, 128, 512, 1024))
+    sweep("jobs", "jobs", (1, 4, 16, 64))
+    sweep("feed_KiB", "frame set KiB", (512, 1024, 4096, 16384, 65536))
+
+    print("\nAppliance memory (bytes EngineOptions::allocate hands out; 1 KiB fp32 unless named):")
+    mem = [(k, v) for k, v in rows.items() if k.startswith("memory/") and "bytes" in v]
+    for k, v in mem:
+        print(f"  {k[len('memory/'):]:45} {v['bytes'] / 1024:10.1f} KiB  ({v['bytes_per_job'] / 1024:.1f} KiB per job)")
+
+
+def memif(src, out):
+    lines = sys.stdin if src == "-" else open(src)
+    runs = [json.loads(line) for line in lines if line.strip()]
+    by_n = {}
+    for r in runs:
+        by_n.setdefault(r["ranks"], []).append(r)
+    summary = []
+    print("memif: sumcastd vs dpdk-testpmd io forwarding, same generator, memif pair and CPUs")
+    print("(per CPU-s: packets per second of CPU time the peer got; on a shared machine a busy-polling")
+    print(" peer gets only part of its CPU, and the two ratios differ when their shares did)")
+    print(f"{'ranks':>5} {'payload':>7} | {'sumcastd Mpps':>13} {'Gbit/s':>7} {'per CPU-s':>9} | "
+          f"{'testpmd Mpps':>12} {'per CPU-s':>9} | {'ratio':>6} {'per CPU-s':>9} | tries")
+    for n, rs in sorted(by_n.items()):
+        a = statistics.median(r["sumcastd"]["rx_pps"] for r in rs)
+        b = statistics.median(r["testpmd"]["rx_pps"] for r in rs)
+        an = statistics.median(r["sumcastd"]["rx_pps"] / max(r["sumcastd"].get("peer_cpu_share", 1), 1e-3)
+                               for r in rs)
+        bn = statistics.median(r["testpmd"]["rx_pps"] / max(r["testpmd"].get("peer_cpu_share", 1), 1e-3)
+                               for r in rs)
+        payload = rs[0]["sumcastd"]["payload"]
+        ratio = a / b if b else 0
+        summary.append({"ranks": n, "payload": payload, "sumcastd_pps": a, "testpmd_pps": b, "ratio": ratio,
+                        "sumcastd_pps_per_cpu_s": an, "testpmd_pps_per_cpu_s": bn,
+                        "ratio_per_cpu_s": an / bn if bn else 0,
+                        "sumcastd_gbps_payload": a * payload * 8e-9, "tries": len(rs)})
+        print(f"{n:5} {payload:7} | {a / 1e6:13.3f} {a * payload * 8e-9:7.2f} {an / 1e6:9.3f} | {b / 1e6:12.3f} "
+              f"{bn / 1e6:9.3f} | {ratio:6.2f} {an / bn if bn else 0:9.2f} | {len(rs)} "
+              f"{'(target >= 0.8: reached)' if ratio >= 0.8 else '(target 0.8: NOT reached)'}")
+    with open(out, "w") as f:
+        json.dump({"summary": summary, "runs": runs}, f, indent=1)
+    print(f"wrote {out}")
+
+
+def cluster(path):
+    with open(path) as f:
+        data = json.load(f)
+    rate = data.get("rate_mbit", 0)
+    if rate:
+        print(f"All-reduce on the emulated cluster: every worker link tbf {rate} Mbit/s each way "
+              f"(R = {rate / 8000:.4f} GB/s), appliance link n x R; sumcastd on net_{data.get('pmd', 'af_packet')}, "
+              f"1 KiB payloads. algbw in GB/s (1e9 bytes/s).")
+    else:
+        print(f"All-reduce on the test bed WITHOUT shaping (the machine's CPU-bound ceiling); sumcastd on "
+              f"net_{data.get('pmd', 'af_packet')}, 1 KiB payloads. algbw in GB/s (1e9 bytes/s); xR columns: "
+              f"multiples of 200 Mbit/s.")
+        rate = 200
+    for case in data.get("cases", []):
+        n, loss = case["ranks"], case["loss_pct"]
+        print(f"\nn = {n}, loss {loss}% on every link; CPU idle (2 CPUs) during the runs: sumcast "
+              f"{case.get('idle_sumcast', 0):.0f}% (sumcastd itself {case.get('appliance_cpu_sumcast', 0):.0f}%, "
+              f"busy-polling), MPI default {case.get('idle_mpi_default', 0):.0f}%, "
+              f"MPI ring {case.get('idle_mpi_ring', 0):.0f}% (no sumcastd running)")
+        print(f"{'size':>9} | {'sumcast':>8} {'xR':>5} {'wrong':>5} | {'MPI dflt':>8} {'MPI ring':>8} "
+              f"{'best xR':>7} | {'ratio':>6}")
+        for row in case["rows"]:
+            s, d, g = row.get("sumcast"), row.get("mpi_default"), row.get("mpi_ring")
+            best = max([x for x in (d, g) if x is not None], default=None)
+            R = rate / 8000
+            size = row["bytes"]
+            label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+            fmt = lambda x: f"{x:8.4f}" if x is not None else f"{'-':>8}"
+            print(f"{label:>9} | {fmt(s)} {s / R if s else 0:5.2f} {row.get('wrong', '-')!s:>5} | {fmt(d)} {fmt(g)} "
+                  f"{best / R if best else 0:7.2f} | {s / best if (s and best) else 0:6.2f}x")
+    if data.get("notes"):
+        print("\n" + "\n".join(data["notes"]))
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    kind = sys.argv[1]
+    if kind == "engine":
+        engine(sys.argv[2])
+    elif kind == "memif" and len(sys.argv) == 4:
+        memif(sys.argv[2], sys.argv[3])
+    elif kind == "cluster":
+        cluster(sys.argv[2])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
