@@ -3,22 +3,32 @@
 //
 //   sumcastctl [--prefix P | --socket PATH] [--timeout MS] COMMAND
 //     stats [--json]   per-core and total counters; drops by reason (non-zero only)
+//     stats --watch [SECONDS] [--count N] [--json]
+//                      a live view refreshed every SECONDS (default 1): rates per second per core,
+//                      in total, drops by reason and per job, from two successive reads
 //     jobs [--json]    jobs registered with the control plane, and its counters
-//     check FILE       validates an agg.conf without starting anything
-//     version          sumcastctl's version, and the daemon's when one answers
+//     check [--json] FILE   validates an agg.conf without starting anything (--json: its settings)
+//     version [--json] sumcastctl's version, and the daemon's when one answers
 //
 // P is sumcastd's eal.file_prefix (default "sumcast"). Exit status: 0 success, 1 failure
 // (daemon unreachable, invalid file), 2 usage error.
+#include <unistd.h>
+
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "sumcast/config/agg_config.h"
 #include "sumcast/ctl/json.h"
 #include "sumcast/ctl/telemetry_client.h"
+#include "sumcast/ctl/watch.h"
 
 #ifndef SUMCAST_VERSION
 #define SUMCAST_VERSION "0.0.0"
@@ -37,9 +47,11 @@ void usage(FILE* out) {
   std::fprintf(out,
                "usage: sumcastctl [--prefix P | --socket PATH] [--timeout MS] COMMAND\n"
                "  stats [--json]   counters per core and in total; drops by reason (non-zero only)\n"
+               "  stats --watch [SECONDS] [--count N] [--json]\n"
+               "                   live rates per core, per job and of drops, refreshed every SECONDS (1)\n"
                "  jobs [--json]    jobs and control-plane counters\n"
-               "  check FILE       validate an agg.conf without starting anything\n"
-               "  version          versions of sumcastctl and of the running sumcastd\n"
+               "  check [--json] FILE  validate an agg.conf without starting anything\n"
+               "  version [--json] versions of sumcastctl and of the running sumcastd\n"
                "  --prefix P       sumcastd's eal.file_prefix (default \"sumcast\")\n"
                "  --socket PATH    the telemetry socket itself (instead of --prefix)\n"
                "  --timeout MS     reply timeout (default 2000)\n");
@@ -87,7 +99,87 @@ void print_row(const std::string& name, const std::vector<const JsonValue*>& col
   std::printf(" %14" PRIu64 "\n", total.uint_at(key));
 }
 
+// One refresh of `stats --watch`: every core's counters and the jobs, and when.
+Result<sumcast::ctl::Reading> read_once(TelemetryClient& client) {
+  sumcast::ctl::Reading r;
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<JsonValue> top = client.query("/sumcast/stats");
+  if (!top.ok()) return top.status();
+  if (!top->is_object()) return sumcast::Status::not_found("/sumcast/stats: no answer (is this sumcastd?)");
+  const uint64_t cores = top->uint_at("cores");
+  for (uint64_t i = 0; i < cores; ++i) {
+    Result<JsonValue> c = client.query("/sumcast/stats," + std::to_string(i));
+    if (!c.ok()) return c.status();
+    r.cores.push_back(std::move(c.value()));
+  }
+  Result<JsonValue> jobs = client.query("/sumcast/jobs");
+  if (!jobs.ok()) return jobs.status();
+  r.jobs = std::move(jobs.value());
+  const auto t1 = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>((t0 - std::chrono::steady_clock::time_point{}) + (t1 - t0) / 2).count();
+  return r;
+}
+
+// `stats --watch [SECONDS] [--count N] [--json]`.
+int cmd_watch(const Options& o, double interval, uint64_t count, bool json) {
+  auto client = connect(o);
+  if (!client.ok()) return fail(client.status());
+  Result<sumcast::ctl::Reading> before = read_once(**client);
+  if (!before.ok()) return fail(before.status());
+  const bool tty = !json && isatty(STDOUT_FILENO) != 0;
+  const uint64_t pid = (*client)->greeting().uint_at("pid");
+  for (uint64_t n = 0; count == 0 || n < count; ++n) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+    Result<sumcast::ctl::Reading> after = read_once(**client);
+    if (!after.ok()) return fail(after.status());
+    const sumcast::ctl::WatchRates rates = sumcast::ctl::compute_rates(before.value(), after.value());
+    if (json) {
+      std::printf("%s\n", sumcast::ctl::to_json(sumcast::ctl::watch_json(rates)).c_str());
+    } else {
+      char when[32] = {};
+      const std::time_t now = std::time(nullptr);
+      std::strftime(when, sizeof(when), "%H:%M:%S", std::localtime(&now));
+      char title[160];
+      std::snprintf(title, sizeof(title), "sumcastd pid %" PRIu64 ", %zu core(s); rates over %.2f s at %s%s", pid,
+                    rates.cores.size(), rates.seconds, when, tty ? " (Ctrl-C to stop)" : "");
+      if (tty) std::fputs("\x1b[H\x1b[2J", stdout);  // home, clear
+      std::fputs(sumcast::ctl::format_watch(rates, title).c_str(), stdout);
+      if (!tty) std::fputs("\n", stdout);
+    }
+    std::fflush(stdout);
+    before = std::move(after);
+  }
+  return 0;
+}
+
 int cmd_stats(const Options& o) {
+  for (size_t i = 0; i < o.args.size(); ++i) {
+    if (o.args[i] != "--watch") continue;
+    double interval = 1.0;
+    uint64_t count = 0;
+    for (size_t k = 0; k < o.args.size(); ++k) {
+      const std::string& a = o.args[k];
+      if (k == i + 1 && !a.empty() && a[0] != '-') {
+        char* end = nullptr;
+        interval = std::strtod(a.c_str(), &end);
+        if (end == a.c_str() || *end != '\0' || !(interval >= 0.05) || interval > 3600) {
+          std::fprintf(stderr, "sumcastctl: stats --watch: SECONDS must be 0.05..3600, not '%s'\n", a.c_str());
+          return kExitUsage;
+        }
+      } else if (a == "--count") {
+        if (k + 1 >= o.args.size()) {
+          std::fprintf(stderr, "sumcastctl: stats: --count needs a number\n");
+          return kExitUsage;
+        }
+        count = std::strtoull(o.args[k + 1].c_str(), nullptr, 10);
+        if (count == 0) {
+          std::fprintf(stderr, "sumcastctl: stats: --count must be at least 1\n");
+          return kExitUsage;
+        }
+      }
+    }
+    return cmd_watch(o, interval, count, has_flag(o.args, "--json"));
+  }
   auto client = connect(o);
   if (!client.ok()) return fail(client.status());
   Result<JsonValue> top = (*client)->query("/sumcast/stats");
@@ -171,20 +263,117 @@ int cmd_jobs(const Options& o) {
   return 0;
 }
 
+JsonValue strings(const std::vector<std::string>& v) {
+  std::vector<JsonValue> items;
+  for (const std::string& s : v) items.push_back(JsonValue::string(s));
+  return JsonValue::array(std::move(items));
+}
+
+const char* huge_pages_name(sumcast::config::HugePages h) {
+  switch (h) {
+    case sumcast::config::HugePages::kOn:
+      return "on";
+    case sumcast::config::HugePages::kOff:
+      return "off";
+    case sumcast::config::HugePages::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+// The settings of a valid agg.conf (defaults filled in; the token file's path, never its contents).
+JsonValue config_json(const sumcast::config::AggConfig& c) {
+  using V = JsonValue;
+  const auto u = [](uint64_t x) { return V::unsigned_integer(x); };
+  const auto& e = c.eal;
+  const auto& p = c.port;
+  const auto& d = c.dataplane;
+  const auto& k = c.control;
+  const auto& t = c.telemetry;
+  return V::object({
+      {"file", V::string(c.path)},
+      {"valid", V::boolean(true)},
+      {"eal", V::object({{"lcores", V::string(e.lcores)},
+                         {"file_prefix", V::string(e.file_prefix)},
+                         {"memory_mb", u(e.memory_mb)},
+                         {"huge_pages", V::string(huge_pages_name(e.huge_pages))},
+                         {"vdevs", strings(e.vdevs)},
+                         {"allow", strings(e.allow)},
+                         {"extra_args", strings(e.extra_args)}})},
+      {"port", V::object({{"device", V::string(p.device)},
+                          {"mac", V::string(p.mac)},
+                          {"ipv4", V::string(p.ipv4)},
+                          {"mtu", u(p.mtu)},
+                          {"rx_desc", u(p.rx_desc)},
+                          {"tx_desc", u(p.tx_desc)}})},
+      {"dataplane", V::object({{"worker_cores", u(d.worker_cores)},
+                               {"burst_size", u(d.burst_size)},
+                               {"slots_per_job", u(d.slots_per_job)},
+                               {"max_jobs", u(d.max_jobs)},
+                               {"max_ranks", u(d.max_ranks)},
+                               {"max_payload_bytes", u(d.max_payload_bytes)},
+                               {"dtypes", strings(d.dtypes)},
+                               {"verify_icrc", V::boolean(d.verify_icrc)},
+                               {"multicast", V::boolean(d.multicast)},
+                               {"multicast_group", V::string(d.multicast_group)},
+                               {"mbufs", u(d.mbufs)}})},
+      {"control", V::object({{"listen_address", V::string(k.listen_address)},
+                             {"port", u(k.port)},
+                             {"token_file", V::string(k.token_file)},
+                             {"max_connections", u(k.max_connections)},
+                             {"job_timeout_ms", u(k.job_timeout_ms)},
+                             {"register_timeout_ms", u(k.register_timeout_ms)},
+                             {"io_timeout_ms", u(k.io_timeout_ms)}})},
+      {"telemetry", V::object({{"dpdk_telemetry", V::boolean(t.dpdk_telemetry)},
+                               {"prometheus_address", V::string(t.prometheus_address)},
+                               {"stats_interval_ms", u(t.stats_interval_ms)}})},
+  });
+}
+
 int cmd_check(const Options& o) {
-  if (o.args.size() != 1) {
+  const bool json = has_flag(o.args, "--json");
+  std::vector<std::string> files;
+  for (const std::string& a : o.args) {
+    if (a != "--json") files.push_back(a);
+  }
+  if (files.size() != 1) {
     std::fprintf(stderr, "sumcastctl: check needs exactly one FILE\n");
     return kExitUsage;
   }
-  const std::string& file = o.args[0];
+  const std::string& file = files[0];
   Result<sumcast::config::AggConfig> cfg = sumcast::config::load_agg_config(file);
-  if (!cfg.ok()) return fail(cfg.status());
-  if (sumcast::Status st = sumcast::config::validate_agg_config(cfg.value()); !st.ok()) return fail(st);
+  sumcast::Status st = cfg.ok() ? sumcast::config::validate_agg_config(cfg.value()) : cfg.status();
+  if (json) {
+    const JsonValue out = st.ok() ? config_json(cfg.value())
+                                  : JsonValue::object({{"file", JsonValue::string(file)},
+                                                       {"valid", JsonValue::boolean(false)},
+                                                       {"error", JsonValue::string(st.message())}});
+    std::printf("%s\n", sumcast::ctl::to_json(out, 2).c_str());
+    return st.ok() ? 0 : kExitFail;
+  }
+  if (!st.ok()) return fail(st);
   std::printf("%s: OK\n", file.c_str());
   return 0;
 }
 
 int cmd_version(const Options& o) {
+  if (has_flag(o.args, "--json")) {
+    std::vector<std::pair<std::string, JsonValue>> m;
+    m.emplace_back("sumcastctl", JsonValue::string(SUMCAST_VERSION));
+    JsonValue daemon;  // null when unreachable
+    if (auto client = connect(o); client.ok()) {
+      Result<JsonValue> v = (*client)->query("/sumcast/version");
+      if (v.ok() && v->is_object()) {
+        std::vector<std::pair<std::string, JsonValue>> d = v->members();
+        d.emplace_back("pid", JsonValue::unsigned_integer((*client)->greeting().uint_at("pid")));
+        daemon = JsonValue::object(std::move(d));
+      }
+    }
+    m.emplace_back("daemon", std::move(daemon));
+    m.emplace_back("socket", JsonValue::string(socket_path(o)));
+    std::printf("%s\n", sumcast::ctl::to_json(JsonValue::object(std::move(m)), 2).c_str());
+    return 0;
+  }
   std::printf("sumcastctl %s\n", SUMCAST_VERSION);
   auto client = connect(o);
   if (!client.ok()) {
@@ -253,8 +442,14 @@ int parse(int argc, char** argv, Options* o) {
 int main(int argc, char** argv) {
   Options o;
   if (const int rc = parse(argc, argv, &o); rc >= 0) return rc;
-  for (const std::string& a : o.args) {
-    if (o.command != "check" && a != "--json") {
+  for (size_t i = 0; i < o.args.size(); ++i) {
+    const std::string& a = o.args[i];
+    bool known = a == "--json" || o.command == "check";
+    if (o.command == "stats") {
+      known = known || a == "--watch" || a == "--count" ||
+              (i > 0 && (o.args[i - 1] == "--watch" || o.args[i - 1] == "--count"));
+    }
+    if (!known) {
       std::fprintf(stderr, "sumcastctl: %s: unknown argument '%s'\n", o.command.c_str(), a.c_str());
       return kExitUsage;
     }

@@ -1,5 +1,6 @@
 #include "sumcast/dpdk/appliance.h"
 
+#include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
@@ -152,6 +153,8 @@ Status Appliance::start_impl() {
     eo.allocate = engine_allocate;
     eo.release = engine_release;
     eo.alloc_ctx = &core->socket_id;
+    eo.clock = [](void* /*ctx*/) -> uint64_t { return rte_rdtsc(); };
+    eo.clock_hz = rte_get_tsc_hz();
     core->engine = std::make_unique<engine::Engine>(eo);
     core->tx = std::make_unique<DpdkTxSink>(pi.port_id, core->tx_queue, port_->tx_pool(),
                                             shared_tx ? &tx_locks_[core->tx_queue] : nullptr);
@@ -224,17 +227,32 @@ Status Appliance::start_impl() {
   log("control: listening on " + cfg.control.listen_address + ":" + std::to_string(server_->bound_port()));
 
   // Telemetry.
+  for (auto& c : cores_) telemetry_.cores.push_back(c.get());
+  telemetry_.server = server_.get();
+  telemetry_.config = &config_;
+  telemetry_.port = &port_->info();
   if (cfg.telemetry.dpdk_telemetry) {
-    for (auto& c : cores_) telemetry_.cores.push_back(c.get());
-    telemetry_.server = server_.get();
-    telemetry_.config = &config_;
-    telemetry_.port = &port_->info();
     SUMCAST_RETURN_IF_ERROR(register_telemetry(&telemetry_));
     log(std::string("telemetry: ") + rte_eal_get_runtime_dir() +
         "/dpdk_telemetry.v2 (/sumcast/stats, /sumcast/jobs, /sumcast/config)");
   }
   if (!cfg.telemetry.prometheus_address.empty()) {
-    log("note: telemetry.prometheus_address is not served yet; ignored");
+    telemetry::HttpServerOptions ho;
+    ho.address = cfg.telemetry.prometheus_address;
+    const TelemetrySource* source = &telemetry_;
+    ho.routes.push_back({"/metrics", "Prometheus text format (version 0.0.4)", [source] {
+                           return telemetry::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                                                          telemetry::render_prometheus(prometheus_snapshot(*source))};
+                         }});
+    auto metrics = telemetry::HttpServer::start(std::move(ho));
+    if (!metrics.ok()) {
+      return Status(metrics.status().code(),
+                    cfg.path + ": telemetry.prometheus_address: " + metrics.status().message());
+    }
+    metrics_ = std::move(metrics.value());
+    log("telemetry: prometheus on http://" +
+        cfg.telemetry.prometheus_address.substr(0, cfg.telemetry.prometheus_address.rfind(':')) + ":" +
+        std::to_string(metrics_->port()) + "/metrics");
   }
   return {};
 }
@@ -242,7 +260,8 @@ Status Appliance::start_impl() {
 void Appliance::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  if (server_ != nullptr) server_->stop();  // aborts every job while the lcores still run
+  if (metrics_ != nullptr) metrics_->stop();  // its handler reads the cores and the server
+  if (server_ != nullptr) server_->stop();    // aborts every job while the lcores still run
   set_telemetry_source(nullptr);
   if (sink_ != nullptr) sink_->close();
   stop_.store(true, std::memory_order_relaxed);
@@ -311,6 +330,8 @@ std::string Appliance::summary() const {
 }
 
 const PortInfo& Appliance::port_info() const { return port_->info(); }
+
+uint16_t Appliance::metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
 
 uint16_t Appliance::control_port() const { return server_ != nullptr ? server_->bound_port() : 0; }
 

@@ -3,6 +3,7 @@
 #include <rte_telemetry.h>
 #include <rte_version.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
@@ -285,6 +286,77 @@ std::vector<CounterRow> sum_counters(const std::vector<const LcoreContext*>& cor
     for (size_t i = 0; i < rows.size(); ++i) total[i].value += rows[i].value;
   }
   return total;
+}
+
+telemetry::Histogram latency_histogram(const engine::CoreCounters& counters, uint64_t clock_hz) {
+  telemetry::Histogram h;
+  const double hz = clock_hz > 0 ? static_cast<double>(clock_hz) : 1e9;
+  constexpr double kFirstBound = 1e-6;  // seconds: finer buckets are merged into this one
+  size_t first = 0;
+  while (first + 2 < engine::kLatencyBuckets && std::ldexp(1.0, static_cast<int>(first) + 1) / hz < kFirstBound) {
+    ++first;
+  }
+  uint64_t merged = 0;
+  for (size_t b = 0; b <= first; ++b) merged += load(counters.latency_buckets[b]);
+  h.counts.push_back(merged);
+  h.upper_bounds.push_back(std::ldexp(1.0, static_cast<int>(first) + 1) / hz);
+  for (size_t b = first + 1; b + 1 < engine::kLatencyBuckets; ++b) {
+    h.counts.push_back(load(counters.latency_buckets[b]));
+    h.upper_bounds.push_back(std::ldexp(1.0, static_cast<int>(b) + 1) / hz);
+  }
+  h.counts.push_back(load(counters.latency_buckets[engine::kLatencyBuckets - 1]));  // +Inf
+  h.sum = static_cast<double>(load(counters.latency_ticks_sum)) / hz;
+  return h;
+}
+
+telemetry::Snapshot prometheus_snapshot(const TelemetrySource& source) {
+  telemetry::Snapshot s;
+  s.version = SUMCAST_VERSION;
+  s.dpdk_version = rte_version();
+  for (size_t i = 0; i < source.cores.size(); ++i) {
+    const LcoreContext& core = *source.cores[i];
+    telemetry::CoreMetrics c;
+    c.core = static_cast<uint32_t>(i);
+    for (const CounterRow& r : read_counters(core)) {
+      const std::string name = r.name;
+      if (name.rfind("drop_", 0) == 0) {
+        c.drops.push_back({name.substr(5), r.value});
+      } else if (name == "jobs_active") {
+        c.gauges.push_back({name, r.value});
+      } else {
+        c.counters.push_back({name, r.value});
+      }
+    }
+    c.completion_latency = latency_histogram(core.engine->counters(), core.engine->options().clock_hz);
+    s.cores.push_back(std::move(c));
+  }
+  if (source.server != nullptr) {
+    for (const control::JobInfo& j : source.server->jobs()) {
+      telemetry::JobMetrics m;
+      m.job_id = j.job_id;
+      m.name = j.name;
+      m.dtype = wire::dtype_name(j.dtype);
+      m.op = wire::reduce_op_name(j.op);
+      m.world_size = j.world_size;
+      m.registered = j.registered;
+      m.running = j.running;
+      m.slots_completed = j.slots_completed;
+      m.seconds_since_progress = static_cast<double>(j.ms_since_progress) / 1000.0;
+      s.jobs.push_back(std::move(m));
+    }
+    const control::ServerCounters sc = source.server->counters();
+    s.control = {{"connections_accepted", sc.connections_accepted},
+                 {"connections_refused", sc.connections_refused},
+                 {"auth_failures", sc.auth_failures},
+                 {"bad_messages", sc.bad_messages},
+                 {"io_timeouts", sc.io_timeouts},
+                 {"registrations", sc.registrations},
+                 {"registrations_refused", sc.registrations_refused},
+                 {"jobs_started", sc.jobs_started},
+                 {"jobs_completed", sc.jobs_completed},
+                 {"jobs_failed", sc.jobs_failed}};
+  }
+  return s;
 }
 
 Status register_telemetry(const TelemetrySource* source) {

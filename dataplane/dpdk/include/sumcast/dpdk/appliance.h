@@ -4,8 +4,9 @@
 //
 // start() order: EAL (args and hugepage choice logged) -> port (configured) -> per-core engines,
 // rings and tx sinks -> port started -> lcores launched and seen running -> control server
-// listening -> telemetry. Every step is checked before the next; a failure undoes what was done.
-// shutdown() order: control server stop (it aborts every job through the lcores) -> telemetry off
+// listening -> telemetry (DPDK commands, Prometheus endpoint). Every step is checked before the next; a failure undoes
+// what was done. shutdown() order: metrics server stop -> control server stop (it aborts every job through the lcores)
+// -> telemetry off
 // -> stop flag -> rte_eal_mp_wait_lcore -> port stop/close -> counters summary -> rte_eal_cleanup.
 //
 // Thread safety: start()/shutdown()/stats_line() from the main thread. Only one Appliance per
@@ -26,6 +27,7 @@
 #include "sumcast/dpdk/port.h"
 #include "sumcast/dpdk/telemetry.h"
 #include "sumcast/status.h"
+#include "sumcast/telemetry/http_server.h"
 
 namespace sumcast::dpdk {
 
@@ -54,6 +56,8 @@ class Appliance {
 
   const PortInfo& port_info() const;
   uint16_t control_port() const;
+  // The Prometheus endpoint's port (telemetry.prometheus_address), 0 when off.
+  uint16_t metrics_port() const;
   const std::string& file_prefix() const { return plan_.file_prefix; }
 
  private:
@@ -76,6 +80,7 @@ class Appliance {
   std::unique_ptr<LcoreJobSink> sink_;
   std::unique_ptr<control::Server> server_;
   TelemetrySource telemetry_;
+  std::unique_ptr<telemetry::HttpServer> metrics_;  // GET /metrics; stopped first in shutdown()
 };
 
 // Reads the first line of control.token_file (without its line end).

@@ -10,6 +10,9 @@
 //   /sumcast/version        {"sumcastd": ..., "dpdk": ...}
 // Counters are read relaxed while the lcores run. Every counter dict has the same keys in the
 // same order (see read_counters), zero or not.
+// The same counters, the jobs and the slot-completion latency histograms also go to Prometheus:
+// prometheus_snapshot() below, rendered by sumcast::telemetry (served by the Appliance on
+// telemetry.prometheus_address, GET /metrics).
 //
 // Thread safety: callbacks run on DPDK's telemetry thread; set_telemetry_source() may be called
 // from any thread and returns only when no callback still uses the previous source.
@@ -24,6 +27,7 @@
 #include "sumcast/dpdk/lcore.h"
 #include "sumcast/dpdk/port.h"
 #include "sumcast/status.h"
+#include "sumcast/telemetry/prometheus.h"
 
 namespace sumcast::dpdk {
 
@@ -53,6 +57,13 @@ std::vector<CounterRow> sum_counters(const std::vector<const LcoreContext*>& cor
 Status register_telemetry(const TelemetrySource* source);
 // Points the commands at `source` (nullptr: they answer with an error).
 void set_telemetry_source(const TelemetrySource* source);
+
+// The metrics of `source` for the Prometheus exposition: per-core counters (jobs_active as a
+// gauge, drop_<reason> as drops), the latency histogram in seconds (engine buckets below 1 us
+// merged into the first bound), the jobs and the control-plane counters. Cold path (allocates).
+telemetry::Snapshot prometheus_snapshot(const TelemetrySource& source);
+// The engine's log2 tick buckets as a histogram in seconds at `clock_hz` ticks per second.
+telemetry::Histogram latency_histogram(const engine::CoreCounters& counters, uint64_t clock_hz);
 
 // Replaces characters DPDK 22.11 would not escape in JSON strings ('"', '\\', control bytes).
 std::string telemetry_safe(const std::string& s);

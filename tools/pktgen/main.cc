@@ -1,0 +1,520 @@
+// sumcast-pcapgen: pcap files of a stress job's contribution streams, for dpdk-pktgen
+// (docs/stress-testing.md) or any pcap replayer (DPDK's net_pcap, tcpreplay).
+//
+// Registered mode (the usual): opens one control connection per rank to a running appliance,
+// registers the stress job (all ranks from one sender: --src-mac/--iface and --src-ip, QPNs
+// --src-qpn-base + rank), writes the pcaps for the grant it gets (job id, Q_Key, the appliance's
+// MAC/IPv4 and per-core QPNs), prints "sumcast-pcapgen: ready ...", and with --hold keeps the
+// connections open (closing them fails the job) until SIGINT/SIGTERM, or with --exit-when-complete
+// until every result arrived. --verify-results receives the results on a UDP socket bound to
+// --src-ip:--udp-port (when that address belongs to this host's kernel) and checks every element.
+//
+// Offline mode: --job-id, --qkey, --appliance-mac, --appliance-ip and --core-qpns give the job;
+// nothing is contacted.
+//
+//   sumcast-pcapgen -o FILE.pcap --ranks N [--dtype fp32|fp16|bf16|int32|fp64] [--payload BYTES]
+//       [--slots S] [--rounds R] [--files F] [--pps RATE]
+//       (--iface IF | --src-mac MAC) --src-ip IP [--src-qpn-base Q] [--udp-port P]
+//       registered: --appliance HOST[:PORT] --token-file F [--job NAME] [--timeout-ms T]
+//                   [--hold] [--verify-results] [--exit-when-complete] [--info FILE]
+//       offline:    --job-id ID --qkey Q --appliance-mac MAC --appliance-ip IP --core-qpns Q0[,Q1...]
+//
+// Exit status: 0 success (and, with --verify-results, every result received was exact; with
+// --exit-when-complete, all arrived), 1 failure, 2 usage error.
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sumcast/pktgen/stream.h"
+#include "sumcast/shim/control_client.h"
+#include "sumcast/wire/packet.h"
+
+namespace {
+
+using sumcast::Result;
+using sumcast::Status;
+using sumcast::pktgen::StreamSpec;
+
+constexpr int kExitFail = 1;
+constexpr int kExitUsage = 2;
+
+struct Args {
+  std::string output;
+  uint32_t ranks = 0;
+  sumcast::wire::Dtype dtype = sumcast::wire::Dtype::kFp32;
+  uint32_t payload = 1024;
+  uint32_t slots = 64;
+  uint32_t rounds = 16;
+  uint32_t files = 1;
+  double pps = 0;
+  std::string iface;
+  std::string src_mac;
+  std::string src_ip;
+  uint32_t src_qpn_base = 0x2000;
+  uint16_t udp_port = sumcast::wire::kRoceUdpPort;
+  // registered
+  std::string appliance;
+  std::string token_file;
+  std::string job = "sumcast-stress";
+  uint32_t timeout_ms = 30000;
+  bool hold = false;
+  bool verify = false;
+  bool exit_when_complete = false;
+  std::string info;
+  // offline
+  bool offline = false;
+  uint32_t job_id = 0;
+  uint32_t qkey = 0;
+  std::string appliance_mac;
+  std::string appliance_ip;
+  std::vector<uint32_t> core_qpns;
+};
+
+int usage(const std::string& why) {
+  std::fprintf(stderr,
+               "sumcast-pcapgen: %s\n(see the comment at the top of tools/pktgen/main.cc, or docs/stress-testing.md)\n",
+               why.c_str());
+  return kExitUsage;
+}
+
+bool parse_mac(const std::string& text, uint8_t mac[6]) {
+  unsigned v[6];
+  if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6) return false;
+  for (int i = 0; i < 6; ++i) {
+    if (v[i] > 255) return false;
+    mac[i] = static_cast<uint8_t>(v[i]);
+  }
+  return true;
+}
+
+bool parse_ip(const std::string& text, uint32_t* ip) {
+  in_addr a{};
+  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return false;
+  *ip = ntohl(a.s_addr);
+  return true;
+}
+
+bool interface_mac(const std::string& iface, uint8_t mac[6]) {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return false;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, iface.c_str(), IFNAMSIZ - 1);
+  const bool ok = ioctl(fd, SIOCGIFHWADDR, &ifr) == 0;
+  close(fd);
+  if (ok) std::memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+  return ok;
+}
+
+std::string mac_text(const uint8_t m[6]) {
+  char b[18];
+  std::snprintf(b, sizeof(b), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return b;
+}
+
+std::string ip_text(uint32_t ip) {
+  char b[INET_ADDRSTRLEN] = {};
+  const uint32_t n = htonl(ip);
+  inet_ntop(AF_INET, &n, b, sizeof(b));
+  return b;
+}
+
+// Returns -1 to go on, else the exit status.
+int parse_args(int argc, char** argv, Args* a) {
+  auto number = [](const std::string& v, uint64_t max, uint64_t* out) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long x = std::strtoull(v.c_str(), &end, 0);
+    if (v.empty() || end == v.c_str() || *end != '\0' || errno != 0 || x > max) return false;
+    *out = x;
+    return true;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--hold") {
+      a->hold = true;
+      continue;
+    }
+    if (k == "--verify-results") {
+      a->verify = true;
+      continue;
+    }
+    if (k == "--exit-when-complete") {
+      a->exit_when_complete = true;
+      a->hold = true;
+      continue;
+    }
+    if (k == "-h" || k == "--help") {
+      std::printf("usage: see docs/stress-testing.md\n");
+      return 0;
+    }
+    if (i + 1 >= argc) return usage(k + " needs a value");
+    const std::string v = argv[++i];
+    uint64_t n = 0;
+    auto num = [&](uint64_t max) {
+      if (!number(v, max, &n)) {
+        usage(k + ": '" + v + "' is not a number in 0.." + std::to_string(max));
+        return false;
+      }
+      return true;
+    };
+    if (k == "-o" || k == "--output") {
+      a->output = v;
+    } else if (k == "--ranks") {
+      if (!num(65535)) return kExitUsage;
+      a->ranks = static_cast<uint32_t>(n);
+    } else if (k == "--dtype") {
+      bool found = false;
+      for (int d = 0; d < sumcast::wire::kDtypeCount; ++d) {
+        if (v == sumcast::wire::dtype_name(static_cast<sumcast::wire::Dtype>(d))) {
+          a->dtype = static_cast<sumcast::wire::Dtype>(d);
+          found = true;
+        }
+      }
+      if (!found) return usage("--dtype: unknown '" + v + "'");
+    } else if (k == "--payload") {
+      if (!num(sumcast::wire::kMaxPayloadBytes)) return kExitUsage;
+      a->payload = static_cast<uint32_t>(n);
+    } else if (k == "--slots") {
+      if (!num(65535)) return kExitUsage;
+      a->slots = static_cast<uint32_t>(n);
+    } else if (k == "--rounds") {
+      if (!num(1u << 30)) return kExitUsage;
+      a->rounds = static_cast<uint32_t>(n);
+    } else if (k == "--files") {
+      if (!num(1024)) return kExitUsage;
+      a->files = static_cast<uint32_t>(n);
+    } else if (k == "--pps") {
+      a->pps = std::strtod(v.c_str(), nullptr);
+    } else if (k == "--iface") {
+      a->iface = v;
+    } else if (k == "--src-mac") {
+      a->src_mac = v;
+    } else if (k == "--src-ip") {
+      a->src_ip = v;
+    } else if (k == "--src-qpn-base") {
+      if (!num(0xFFFFFF)) return kExitUsage;
+      a->src_qpn_base = static_cast<uint32_t>(n);
+    } else if (k == "--udp-port") {
+      if (!num(65535)) return kExitUsage;
+      a->udp_port = static_cast<uint16_t>(n);
+    } else if (k == "--appliance") {
+      a->appliance = v;
+    } else if (k == "--token-file") {
+      a->token_file = v;
+    } else if (k == "--job") {
+      a->job = v;
+    } else if (k == "--timeout-ms") {
+      if (!num(3600000)) return kExitUsage;
+      a->timeout_ms = static_cast<uint32_t>(n);
+    } else if (k == "--info") {
+      a->info = v;
+    } else if (k == "--job-id") {
+      if (!num(0xFFFFFFFF)) return kExitUsage;
+      a->job_id = static_cast<uint32_t>(n);
+      a->offline = true;
+    } else if (k == "--qkey") {
+      if (!num(0xFFFFFFFF)) return kExitUsage;
+      a->qkey = static_cast<uint32_t>(n);
+    } else if (k == "--appliance-mac") {
+      a->appliance_mac = v;
+    } else if (k == "--appliance-ip") {
+      a->appliance_ip = v;
+    } else if (k == "--core-qpns") {
+      size_t pos = 0;
+      while (pos <= v.size()) {
+        const size_t comma = v.find(',', pos);
+        const std::string item = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        if (!number(item, 0xFFFFFF, &n)) return usage("--core-qpns: '" + item + "' is not a QPN");
+        a->core_qpns.push_back(static_cast<uint32_t>(n));
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+    } else {
+      return usage("unknown argument '" + k + "'");
+    }
+  }
+  if (a->output.empty()) return usage("no output file (-o FILE.pcap)");
+  if (a->ranks == 0) return usage("--ranks N is required (N >= 1)");
+  if (a->src_ip.empty()) return usage("--src-ip is required (the address the results go to)");
+  if (a->iface.empty() == a->src_mac.empty()) return usage("give exactly one of --iface and --src-mac");
+  if (a->offline == !a->appliance.empty()) {
+    return usage("give either --appliance (registered mode) or --job-id with the job's parameters (offline mode)");
+  }
+  if (a->offline && (a->appliance_mac.empty() || a->appliance_ip.empty() || a->core_qpns.empty())) {
+    return usage("offline mode needs --job-id, --qkey, --appliance-mac, --appliance-ip and --core-qpns");
+  }
+  if (!a->offline && a->token_file.empty()) return usage("registered mode needs --token-file");
+  if (a->verify && !a->hold) return usage("--verify-results needs --hold (results arrive while it holds the job)");
+  if (a->exit_when_complete && !a->verify) return usage("--exit-when-complete needs --verify-results");
+  return -1;
+}
+
+struct Registration {
+  std::vector<std::unique_ptr<sumcast::shim::ControlClient>> clients;
+  sumcast::shim::JobGrant grant;
+};
+
+// One connection per rank; every rank registers from its own thread (register_rank blocks until
+// all ranks have registered).
+Result<Registration> register_job(const Args& a, const std::vector<sumcast::engine::Member>& ranks) {
+  std::string host = a.appliance;
+  uint16_t port = 4790;
+  if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    port = static_cast<uint16_t>(std::strtoul(host.c_str() + colon + 1, nullptr, 10));
+    host.resize(colon);
+  }
+  std::ifstream tf(a.token_file);
+  std::string token;
+  std::getline(tf, token);
+  while (!token.empty() && (token.back() == '\r' || token.back() == '\n')) token.pop_back();
+  if (token.empty()) return Status::invalid_argument("--token-file " + a.token_file + ": no token in its first line");
+
+  const size_t n = ranks.size();
+  std::vector<std::unique_ptr<sumcast::shim::ControlClient>> clients(n);
+  std::vector<Status> errors(n);
+  std::vector<sumcast::shim::JobGrant> grants(n);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto c = sumcast::shim::ControlClient::connect(host, port, token, a.timeout_ms);
+      if (!c.ok()) {
+        errors[r] = c.status();
+        return;
+      }
+      sumcast::shim::RegisterRequest req;
+      req.job_name = a.job;
+      req.world_size = static_cast<uint16_t>(n);
+      req.rank = static_cast<uint16_t>(r);
+      req.dtype = a.dtype;
+      req.op = sumcast::wire::ReduceOp::kSum;
+      req.max_payload_bytes = static_cast<uint16_t>(a.payload);
+      req.slots = static_cast<uint16_t>(a.slots);
+      std::memcpy(req.endpoint.mac, ranks[r].mac, 6);
+      req.endpoint.ip = ranks[r].ip;
+      req.endpoint.udp_port = ranks[r].udp_port;
+      req.endpoint.qpn = ranks[r].qpn;
+      auto g = (*c)->register_rank(req, a.timeout_ms);
+      if (!g.ok()) {
+        errors[r] = g.status();
+        return;
+      }
+      grants[r] = g.value();
+      clients[r] = std::move(c.value());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t r = 0; r < n; ++r) {
+    if (!errors[r].ok()) return Status(errors[r].code(), "rank " + std::to_string(r) + ": " + errors[r].message());
+  }
+  for (size_t r = 1; r < n; ++r) {
+    if (grants[r].job_id != grants[0].job_id || grants[r].qkey != grants[0].qkey) {
+      return Status::internal("ranks got grants of different jobs");
+    }
+  }
+  return Registration{std::move(clients), grants[0]};
+}
+
+struct ResultStats {
+  uint64_t received = 0;
+  uint64_t exact = 0;
+  uint64_t wrong = 0;
+  uint64_t other = 0;  // not a result of this job (aborts, malformed)
+};
+
+// Receives results on `fd` until a stop signal, an abort on a control connection, or (when
+// `until_complete`) `expected` results. Returns false when the job was aborted.
+bool hold(const StreamSpec& spec, Registration& reg, int fd, bool until_complete, uint64_t expected, ResultStats* rs) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  const int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+  std::vector<pollfd> fds;
+  fds.push_back({sfd, POLLIN, 0});
+  if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+  const size_t first_control = fds.size();
+  for (auto& c : reg.clients) fds.push_back({c->fd(), POLLIN, 0});
+  std::vector<uint8_t> buf(65536);
+  for (;;) {
+    if (until_complete && rs->received >= expected) return true;
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return true;
+    }
+    if ((fds[0].revents & POLLIN) != 0) return true;
+    for (size_t i = first_control; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      const Status st = reg.clients[i - first_control]->poll();
+      if (!st.ok()) {
+        std::fprintf(stderr, "sumcast-pcapgen: rank %zu: %s\n", i - first_control, st.to_string().c_str());
+        return false;
+      }
+    }
+    if (fd >= 0 && (fds[1].revents & POLLIN) != 0) {
+      for (;;) {
+        const ssize_t n = recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+        if (n <= 0) break;
+        sumcast::wire::ParsedPacket p;
+        const auto e = sumcast::wire::parse_roce(std::span<const uint8_t>(buf.data(), static_cast<size_t>(n)), &p);
+        if (e != sumcast::wire::ParseError::kOk || p.hdr.type != sumcast::wire::MsgType::kResult ||
+            p.hdr.job_id != spec.job_id) {
+          ++rs->other;
+          continue;
+        }
+        ++rs->received;
+        if (sumcast::pktgen::result_is_exact(spec, p.hdr, std::span<const uint8_t>(p.payload, p.payload_len))) {
+          ++rs->exact;
+        } else {
+          ++rs->wrong;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (const int rc = parse_args(argc, argv, &a); rc >= 0) return rc;
+
+  // Signals are taken by a signalfd while holding; block them from the start (threads inherit).
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  uint8_t src_mac[6];
+  if (!a.iface.empty() ? !interface_mac(a.iface, src_mac) : !parse_mac(a.src_mac, src_mac)) {
+    return usage(!a.iface.empty() ? "cannot read the MAC of --iface " + a.iface : "--src-mac: bad MAC " + a.src_mac);
+  }
+  uint32_t src_ip = 0;
+  if (!parse_ip(a.src_ip, &src_ip)) return usage("--src-ip: bad IPv4 address " + a.src_ip);
+  std::vector<sumcast::engine::Member> ranks(a.ranks);
+  for (uint32_t r = 0; r < a.ranks; ++r) {
+    std::memcpy(ranks[r].mac, src_mac, 6);
+    ranks[r].ip = src_ip;
+    ranks[r].udp_port = a.udp_port;
+    ranks[r].qpn = (a.src_qpn_base + r) & 0xFFFFFF;
+  }
+
+  // The result socket exists before the job does, so no result can arrive unseen.
+  int result_fd = -1;
+  if (a.verify) {
+    result_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    const int big = 16 << 20;
+    if (setsockopt(result_fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) != 0) {
+      setsockopt(result_fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+    }
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(src_ip);
+    sa.sin_port = htons(a.udp_port);
+    if (bind(result_fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+      std::fprintf(stderr, "sumcast-pcapgen: --verify-results: bind %s:%u: %s\n", a.src_ip.c_str(), a.udp_port,
+                   std::strerror(errno));
+      return kExitFail;
+    }
+  }
+
+  StreamSpec spec;
+  spec.dtype = a.dtype;
+  spec.rounds = a.rounds;
+  spec.files = a.files;
+  spec.ranks = ranks;
+  Registration reg;
+  if (a.offline) {
+    spec.job_id = a.job_id;
+    spec.qkey = a.qkey;
+    spec.slots = static_cast<uint16_t>(a.slots);
+    spec.payload_bytes = static_cast<uint16_t>(a.payload);
+    if (!parse_mac(a.appliance_mac, spec.appliance_mac)) return usage("--appliance-mac: bad MAC");
+    if (!parse_ip(a.appliance_ip, &spec.appliance_ip)) return usage("--appliance-ip: bad IPv4 address");
+    spec.core_qpns = a.core_qpns;
+  } else {
+    Result<Registration> r = register_job(a, ranks);
+    if (!r.ok()) {
+      std::fprintf(stderr, "sumcast-pcapgen: registering job '%s' with %s: %s\n", a.job.c_str(), a.appliance.c_str(),
+                   r.status().to_string().c_str());
+      return kExitFail;
+    }
+    reg = std::move(r.value());
+    const sumcast::shim::JobGrant& g = reg.grant;
+    spec.job_id = g.job_id;
+    spec.qkey = g.qkey;
+    spec.slots = static_cast<uint16_t>(std::min<uint32_t>(a.slots, g.slot_count));
+    spec.payload_bytes = static_cast<uint16_t>(std::min<uint32_t>(a.payload, g.payload_bytes));
+    std::memcpy(spec.appliance_mac, g.appliance.mac, 6);
+    spec.appliance_ip = g.appliance.ip;
+    spec.core_qpns = g.core_qpns;
+    if (g.multicast && a.verify) {
+      std::fprintf(stderr, "sumcast-pcapgen: the appliance multicasts results; --verify-results sees only unicast\n");
+    }
+  }
+  if (Status st = sumcast::pktgen::validate(spec); !st.ok()) {
+    std::fprintf(stderr, "sumcast-pcapgen: %s\n", st.message().c_str());
+    return kExitFail;
+  }
+  const std::vector<std::string> paths = sumcast::pktgen::pcap_paths(a.output, spec.files);
+  Result<uint64_t> frames = sumcast::pktgen::write_pcaps(spec, paths, a.pps);
+  if (!frames.ok()) {
+    std::fprintf(stderr, "sumcast-pcapgen: %s\n", frames.status().message().c_str());
+    return kExitFail;
+  }
+  std::string qpns;
+  for (uint32_t q : spec.core_qpns) qpns += (qpns.empty() ? "" : ",") + std::to_string(q);
+  std::string files;
+  for (const std::string& p : paths) files += " " + p;
+  std::printf("sumcast-pcapgen: ready: job %" PRIu32 " qkey 0x%08" PRIx32 " %s ranks %zu slots %u rounds %" PRIu32
+              " payload %u frames %" PRIu64 " results %" PRIu64 " appliance %s %s qpns %s files%s\n",
+              spec.job_id, spec.qkey, sumcast::wire::dtype_name(spec.dtype), spec.ranks.size(), spec.slots, spec.rounds,
+              spec.payload_bytes, frames.value(), frames.value(), mac_text(spec.appliance_mac).c_str(),
+              ip_text(spec.appliance_ip).c_str(), qpns.c_str(), files.c_str());
+  std::fflush(stdout);
+  if (!a.info.empty()) {
+    std::ofstream info(a.info);
+    info << "job_id=" << spec.job_id << "\nqkey=" << spec.qkey << "\nslots=" << spec.slots << "\nrounds=" << spec.rounds
+         << "\nranks=" << spec.ranks.size() << "\nframes=" << frames.value()
+         << "\nslot_rounds=" << uint64_t{spec.slots} * spec.rounds << "\nfiles=" << spec.files << "\n";
+    for (uint32_t f = 0; f < spec.files; ++f)
+      info << "frames_" << f << "=" << sumcast::pktgen::stream_frames(spec, f) << "\n";
+  }
+  if (!a.hold) return 0;
+
+  // Results: one per rank per slot round (per-member replication).
+  ResultStats rs;
+  const uint64_t expected = frames.value();
+  const bool alive = hold(spec, reg, result_fd, a.exit_when_complete, expected, &rs);
+  for (auto& c : reg.clients) {
+    if (c != nullptr && alive) (void)c->leave();
+  }
+  if (a.verify) {
+    std::printf("sumcast-pcapgen: results: %" PRIu64 " of %" PRIu64 " received, %" PRIu64 " exact, %" PRIu64
+                " wrong, %" PRIu64 " other\n",
+                rs.received, expected, rs.exact, rs.wrong, rs.other);
+  }
+  std::fflush(stdout);
+  if (!alive) return kExitFail;
+  if (a.verify && rs.wrong != 0) return kExitFail;
+  if (a.exit_when_complete && rs.received < expected) return kExitFail;
+  return 0;
+}
