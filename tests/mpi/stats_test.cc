@@ -1,0 +1,48 @@
+// The interposer's statistics: counters per call kind and pass reason, and their text.
+#include "sumcast/mpi/stats.h"
+
+#include <gtest/gtest.h>
+
+namespace sumcast::mpi {
+namespace {
+
+TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
+  Stats s;
+  s.taken(CallKind::kAllreduce, 1000, 2000, true);
+  s.taken(CallKind::kAllreduce, 24, 10, false);
+  s.passed(CallKind::kIallreduce, PassReason::kSmall, 8, 5);
+  s.passed(CallKind::kAllreduce, PassReason::kOp, 16, 7);
+  s.add_retransmissions(3);
+  const Stats::Snapshot v = s.snapshot();
+  const size_t ar = static_cast<size_t>(CallKind::kAllreduce) * Stats::kPerKind;
+  const size_t iar = static_cast<size_t>(CallKind::kIallreduce) * Stats::kPerKind;
+  EXPECT_EQ(v[ar + 0], 2u);
+  EXPECT_EQ(v[ar + 1], 1024u);
+  EXPECT_EQ(v[ar + 2], 2010u);
+  EXPECT_EQ(v[ar + 3], 1u);
+  EXPECT_EQ(v[ar + 4], 16u);
+  EXPECT_EQ(v[iar + 3], 1u);
+  EXPECT_EQ(v[Stats::kReasonBase + static_cast<size_t>(PassReason::kSmall)], 1u);
+  EXPECT_EQ(v[Stats::kReasonBase + static_cast<size_t>(PassReason::kOp)], 1u);
+  EXPECT_EQ(v[Stats::kIntranodeField], 1u);
+  EXPECT_EQ(v[Stats::kRetransmitField], 3u);
+}
+
+TEST(Stats, TextNamesEachUsedCallAndEveryReason) {
+  Stats s;
+  s.taken(CallKind::kAllreduce, 3 << 20, 1'000'000'000, false);
+  s.passed(CallKind::kAllreduce, PassReason::kDatatype, 4, 1);
+  const std::string t = Stats::format(s.snapshot(), "rank 0");
+  EXPECT_NE(t.find("statistics (rank 0)"), std::string::npos) << t;
+  EXPECT_NE(t.find("MPI_Allreduce"), std::string::npos) << t;
+  EXPECT_NE(t.find("taken 1 calls, 3.0 MiB, 1.000 s"), std::string::npos) << t;
+  EXPECT_NE(t.find("passed 1 calls, 4 B"), std::string::npos) << t;
+  EXPECT_EQ(t.find("MPI_Iallreduce"), std::string::npos) << "an unused call kind is listed:\n" << t;
+  for (int r = 0; r < kPassReasonCount; ++r) {
+    EXPECT_NE(t.find(pass_reason_name(static_cast<PassReason>(r))), std::string::npos) << r;
+  }
+  EXPECT_NE(t.find("datatype 1"), std::string::npos) << t;
+}
+
+}  // namespace
+}  // namespace sumcast::mpi

@@ -1,0 +1,65 @@
+// A summation service for the MPI interposer's local tests: the embedded service (engine +
+// control server on a kernel UDP socket) in a process of its own, so mpirun'd ranks can use it.
+//   sumcast_mpi_test_appliance IP CONTROL_PORT TOKEN_FILE
+// Prints "ready IP:PORT" once it accepts registrations, runs until stdin closes (the test script
+// holds a pipe to it) or SIGTERM, then prints its counters.
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "sumcast/embedded/service.h"
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s IP CONTROL_PORT TOKEN_FILE\n", argv[0]);
+    return 2;
+  }
+  std::ifstream f(argv[3]);
+  std::string token;
+  std::getline(f, token);
+  if (token.empty()) {
+    std::fprintf(stderr, "no token in %s\n", argv[3]);
+    return 2;
+  }
+  sumcast::embedded::ServiceOptions o;
+  o.bind_ip = argv[1];
+  o.control_port = static_cast<uint16_t>(std::atoi(argv[2]));
+  o.token = token;
+  o.max_jobs = 128;
+  o.max_ranks = 64;
+  o.job_timeout_ms = 20000;
+  auto s = sumcast::embedded::Service::start(o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "test appliance: %s\n", s.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("ready %s\n", (*s)->control_address().c_str());
+  std::fflush(stdout);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  for (;;) {  // until stdin closes or a signal
+    pollfd fd{0, POLLIN, 0};
+    timespec ts{0, 200'000'000};
+    const int rc = ppoll(&fd, 1, &ts, nullptr);
+    if (rc > 0) {
+      char buf[64];
+      if (read(0, buf, sizeof buf) <= 0) break;
+    }
+    timespec zero{0, 0};
+    if (sigtimedwait(&set, nullptr, &zero) > 0) break;
+  }
+  const auto c = (*s)->counters();
+  std::printf("test appliance: rx %llu datagrams, tx %llu, jobs started %llu\n",
+              static_cast<unsigned long long>(c.rx_datagrams), static_cast<unsigned long long>(c.tx_datagrams),
+              static_cast<unsigned long long>((*s)->server_counters().jobs_started));
+  (*s)->stop();
+  return 0;
+}

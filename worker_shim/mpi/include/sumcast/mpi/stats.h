@@ -1,0 +1,57 @@
+// What the interposer did: calls taken (sent to the appliance) and passed through to MPI per
+// call kind, with bytes and time, and why calls were passed through. Printed at MPI_Finalize
+// when SUMCAST_MPI_STATS is set.
+//
+// Thread safety: record methods may be called from any thread (relaxed atomic counters).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "sumcast/mpi/env_config.h"
+
+namespace sumcast::mpi {
+
+// Why a call went to MPI. The decision uses only what MPI requires to be identical on every rank
+// (count, datatype, op, communicator) and state the ranks agreed on.
+enum class PassReason : uint8_t {
+  kDisabled = 0,  // SUMCAST_MPI_ENABLE=0, a configuration problem, or an earlier set-up failure
+  kCallOff = 1,   // the call kind is not in SUMCAST_MPI_CALLS
+  kDatatype = 2,  // not a predefined datatype the wire has (derived, user, MPI_LONG, ...)
+  kOp = 3,        // not MPI_SUM/MIN/MAX, or MIN/MAX on a type where only SUM is exact
+  kComm = 4,      // inter-communicator, or a single rank
+  kSmall = 5,     // below SUMCAST_MPI_THRESHOLD (or count 0)
+  kSetup = 6,     // setting up this communicator's job failed (one warning was printed)
+};
+inline constexpr int kPassReasonCount = 7;
+const char* pass_reason_name(PassReason reason);
+
+class Stats {
+ public:
+  // Field layout of snapshot(): per call kind {taken calls, bytes, ns, passed calls, bytes, ns},
+  // then one count per pass reason, then calls taken on the intra-node path, then appliance
+  // retransmissions.
+  static constexpr size_t kPerKind = 6;
+  static constexpr size_t kReasonBase = kPerKind * kCallKindCount;
+  static constexpr size_t kIntranodeField = kReasonBase + kPassReasonCount;
+  static constexpr size_t kRetransmitField = kIntranodeField + 1;
+  static constexpr size_t kFields = kRetransmitField + 1;
+  using Snapshot = std::array<uint64_t, kFields>;
+
+  void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
+  void passed(CallKind kind, PassReason reason, uint64_t bytes, uint64_t ns);
+  void add_retransmissions(uint64_t n);
+  Snapshot snapshot() const;
+
+  // Lines to print (each starts with "sumcast-mpi: "). `scope` says whose figures these are
+  // ("rank 3", "max over 8 ranks").
+  static std::string format(const Snapshot& s, const std::string& scope);
+
+ private:
+  std::array<std::atomic<uint64_t>, kFields> f_{};
+};
+
+}  // namespace sumcast::mpi

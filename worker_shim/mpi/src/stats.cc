@@ -1,0 +1,100 @@
+#include "sumcast/mpi/stats.h"
+
+#include <cstdio>
+
+namespace sumcast::mpi {
+namespace {
+
+std::string human_bytes(uint64_t b) {
+  char buf[32];
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, unit[u]);
+  return buf;
+}
+
+std::string part(const char* what, uint64_t calls, uint64_t bytes, uint64_t ns) {
+  char buf[160];
+  const double s = static_cast<double>(ns) / 1e9;
+  std::snprintf(buf, sizeof buf, "%s %llu calls, %s, %.3f s", what, static_cast<unsigned long long>(calls),
+                human_bytes(bytes).c_str(), s);
+  std::string out = buf;
+  if (calls != 0 && ns != 0) {
+    std::snprintf(buf, sizeof buf, " (%.3f GB/s)", static_cast<double>(bytes) / static_cast<double>(ns));
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* pass_reason_name(PassReason reason) {
+  switch (reason) {
+    case PassReason::kDisabled:
+      return "disabled";
+    case PassReason::kCallOff:
+      return "call_off";
+    case PassReason::kDatatype:
+      return "datatype";
+    case PassReason::kOp:
+      return "op";
+    case PassReason::kComm:
+      return "comm";
+    case PassReason::kSmall:
+      return "small";
+    case PassReason::kSetup:
+      return "setup_failed";
+  }
+  return "?";
+}
+
+void Stats::taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode) {
+  const size_t b = static_cast<size_t>(kind) * kPerKind;
+  f_[b + 0].fetch_add(1, std::memory_order_relaxed);
+  f_[b + 1].fetch_add(bytes, std::memory_order_relaxed);
+  f_[b + 2].fetch_add(ns, std::memory_order_relaxed);
+  if (intranode) f_[kIntranodeField].fetch_add(1, std::memory_order_relaxed);
+}
+
+void Stats::passed(CallKind kind, PassReason reason, uint64_t bytes, uint64_t ns) {
+  const size_t b = static_cast<size_t>(kind) * kPerKind;
+  f_[b + 3].fetch_add(1, std::memory_order_relaxed);
+  f_[b + 4].fetch_add(bytes, std::memory_order_relaxed);
+  f_[b + 5].fetch_add(ns, std::memory_order_relaxed);
+  f_[kReasonBase + static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void Stats::add_retransmissions(uint64_t n) { f_[kRetransmitField].fetch_add(n, std::memory_order_relaxed); }
+
+Stats::Snapshot Stats::snapshot() const {
+  Snapshot s{};
+  for (size_t i = 0; i < kFields; ++i) s[i] = f_[i].load(std::memory_order_relaxed);
+  return s;
+}
+
+std::string Stats::format(const Snapshot& s, const std::string& scope) {
+  std::string out = "sumcast-mpi: statistics (" + scope + ")\n";
+  for (int k = 0; k < kCallKindCount; ++k) {
+    const size_t b = static_cast<size_t>(k) * kPerKind;
+    if (s[b] == 0 && s[b + 3] == 0) continue;
+    char name[40];
+    std::snprintf(name, sizeof name, "%-25s", call_kind_name(static_cast<CallKind>(k)));
+    out += std::string("sumcast-mpi:   ") + name + part("taken", s[b], s[b + 1], s[b + 2]) + "; " +
+           part("passed", s[b + 3], s[b + 4], s[b + 5]) + "\n";
+  }
+  out += "sumcast-mpi:   passed because:";
+  for (int r = 0; r < kPassReasonCount; ++r) {
+    out += std::string(" ") + pass_reason_name(static_cast<PassReason>(r)) + " " +
+           std::to_string(s[kReasonBase + static_cast<size_t>(r)]);
+  }
+  out += "\nsumcast-mpi:   intra-node calls " + std::to_string(s[kIntranodeField]) + ", appliance retransmissions " +
+         std::to_string(s[kRetransmitField]) + "\n";
+  return out;
+}
+
+}  // namespace sumcast::mpi
