@@ -38,7 +38,8 @@ int g_rank = 0;
 int g_failures = 0;
 int g_warnings = 0;
 
-void logger(ncclDebugLogLevel level, unsigned long, const char* file, int line, const char* fmt, ...) {
+__attribute__((format(printf, 5, 6))) void logger(ncclDebugLogLevel level, unsigned long, const char* file, int line,
+                                                  const char* fmt, ...) {
   if (level == NCCL_LOG_WARN) ++g_warnings;
   if (level > NCCL_LOG_INFO) return;
   char text[1024];

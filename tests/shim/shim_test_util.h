@@ -195,7 +195,7 @@ inline std::vector<uint8_t> make_expected(wire::Dtype dtype, wire::ReduceOp op, 
 // Index of the first differing element, or -1.
 inline long first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, size_t es) {
   if (got.size() != want.size()) return 0;
-  if (std::memcmp(got.data(), want.data(), got.size()) == 0) return -1;
+  if (got.empty() || std::memcmp(got.data(), want.data(), got.size()) == 0) return -1;
   for (size_t i = 0; i < got.size() / es; ++i) {
     if (std::memcmp(got.data() + i * es, want.data() + i * es, es) != 0) return static_cast<long>(i);
   }

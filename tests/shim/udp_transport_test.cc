@@ -60,7 +60,7 @@ struct Appliance {
     a.src_qp = 0x100;
     a.qkey = qkey;
     wire::write_roce_headers(b.data(), a, h, payload.size());
-    std::memcpy(b.data() + wire::kRoceHeadersLen, payload.data(), payload.size());
+    if (!payload.empty()) std::memcpy(b.data() + wire::kRoceHeadersLen, payload.data(), payload.size());
     icrc::UdpFields f;
     f.src_ip = ip;
     f.dst_ip = to.ip;
