@@ -151,7 +151,8 @@ app_dups=$(($(it_stat duplicates) - before_dups))
 retx=0 wdups=0
 for dtype in fp32 bf16; do
   for ((i = 0; i < N; i++)); do
-    r=$(it_counter "$dtype" $i retransmissions)
+    # Resent on a timer or at once, when a later chunk was answered first (fast retransmission).
+    r=$(($(it_counter "$dtype" $i retransmissions) + $(it_counter "$dtype" $i fast_retransmissions)))
     retx=$((retx + r))
     wdups=$((wdups + $(it_counter "$dtype" $i duplicates)))
     [ "$MODE" = dup ] || [ "$r" -gt 0 ] || fail "$dtype rank $i made no retransmission under $MODE"

@@ -69,7 +69,8 @@ TEST_P(LossyAllreduce, ResultsStayExactAndRetransmissionsRepairLoss) {
   uint64_t retransmissions = 0;
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
-    retransmissions += stats[static_cast<size_t>(r)].retransmissions;
+    retransmissions +=
+        stats[static_cast<size_t>(r)].retransmissions + stats[static_cast<size_t>(r)].fast_retransmissions;
   }
   EXPECT_GT(impairments.dropped_tx.load(), 0u);
   EXPECT_GT(impairments.dropped_rx.load(), 0u);
@@ -83,6 +84,96 @@ INSTANTIATE_TEST_SUITE_P(LossRates, LossyAllreduce, ::testing::Values(0.01, 0.05
                          [](const ::testing::TestParamInfo<double>& i) {
                            return "loss" + std::to_string(static_cast<int>(i.param * 100)) + "pct";
                          });
+
+// One contribution lost (rank 1's 6th packet) and one result lost (rank 2's 9th) in a call of many
+// chunks, with retransmission timers far longer than the test: only fast retransmission (a later
+// chunk answered first) can repair them, so the call completes exact with no timer expiry.
+TEST(CommunicatorFastRetransmit, LostContributionAndResultAreResentWithoutWaitingForTheTimer) {
+  constexpr int kWorld = 3;
+  constexpr size_t kCount = size_t{1} << 16;  // 256 chunks of 1 KiB
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  std::vector<std::string> errors(kWorld);
+  std::vector<CommStats> stats(kWorld);
+  ImpairmentCounters impairments;
+  Barrier done(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "fast", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    c.slots = 32;
+    c.rto_initial_us = 60'000'000;  // a minute: the timers never fire within the test
+    c.rto_max_us = 60'000'000;
+    c.op_timeout_ms = 120'000;
+    Impairment imp;
+    if (rank == 1) imp.drop_tx_at = 5;
+    if (rank == 2) imp.drop_rx_at = 8;
+    c.wrap_transport = impair(imp, &impairments);
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      errors[static_cast<size_t>(rank)] = comm.status().to_string();
+      done.arrive_and_wait();
+      return;
+    }
+    auto buf = make_input(wire::Dtype::kFp32, kCount, rank, 7);
+    Status st = (*comm)->allreduce(buf.data(), buf.data(), kCount);
+    const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, kCount, kWorld, 7);
+    if (!st.ok() || first_mismatch(buf, want, 4) != -1)
+      errors[static_cast<size_t>(rank)] = st.ok() ? "wrong result" : st.to_string();
+    stats[static_cast<size_t>(rank)] = (*comm)->stats();
+    done.arrive_and_wait();
+  });
+  EXPECT_EQ(impairments.dropped_tx.load(), 1u);
+  EXPECT_EQ(impairments.dropped_rx.load(), 1u);
+  for (int r = 0; r < kWorld; ++r) {
+    const CommStats& s = stats[static_cast<size_t>(r)];
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(s.retransmissions, 0u) << "rank " << r << ": a timer fired";
+    EXPECT_GE(s.fast_retransmissions, 1u) << "rank " << r;
+  }
+  // Rank 2's lost result was answered again from the round's stored result.
+  EXPECT_GE(service->engine_counters().retransmits_answered.load(), 1u);
+}
+
+// The same loss with fast retransmission off waits for the timer (the mechanism above is what
+// repaired it, not something else).
+TEST(CommunicatorFastRetransmit, OffLeavesTheLossToTheTimer) {
+  constexpr int kWorld = 2;
+  constexpr size_t kCount = size_t{1} << 14;
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  std::vector<std::string> errors(kWorld);
+  std::vector<CommStats> stats(kWorld);
+  ImpairmentCounters impairments;
+  Barrier done(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "slow", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    c.slots = 32;
+    c.fast_retransmit_after = 0;
+    Impairment imp;
+    if (rank == 1) imp.drop_tx_at = 5;
+    c.wrap_transport = impair(imp, &impairments);
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      errors[static_cast<size_t>(rank)] = comm.status().to_string();
+      done.arrive_and_wait();
+      return;
+    }
+    auto buf = make_input(wire::Dtype::kFp32, kCount, rank, 3);
+    Status st = (*comm)->allreduce(buf.data(), buf.data(), kCount);
+    const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, kCount, kWorld, 3);
+    if (!st.ok() || first_mismatch(buf, want, 4) != -1)
+      errors[static_cast<size_t>(rank)] = st.ok() ? "wrong result" : st.to_string();
+    stats[static_cast<size_t>(rank)] = (*comm)->stats();
+    done.arrive_and_wait();
+  });
+  EXPECT_EQ(impairments.dropped_tx.load(), 1u);
+  uint64_t timer = 0;
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(stats[static_cast<size_t>(r)].fast_retransmissions, 0u) << "rank " << r;
+    timer += stats[static_cast<size_t>(r)].retransmissions;
+  }
+  EXPECT_GE(timer, 1u);
+}
 
 // A worker stops sending in the middle of a call (its thread is alive, its control connection
 // open): the service fails the job after its no-progress timeout, every rank's call returns

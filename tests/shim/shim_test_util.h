@@ -211,6 +211,10 @@ struct Impairment {
   double recv_loss = 0;     // probability a result is discarded on arrival
   double recv_dup = 0;      // ... is handed on twice
   uint64_t seed = 1;
+  // The packet handed to send() with this index (0-based), and the result received with this index,
+  // are discarded (one deterministic loss each; UINT64_MAX: none).
+  uint64_t drop_tx_at = UINT64_MAX;
+  uint64_t drop_rx_at = UINT64_MAX;
   // After this many packets handed to send(), every later one is discarded (a worker that stops
   // sending); `on_blackhole` runs once when that starts.
   uint64_t blackhole_after = UINT64_MAX;
@@ -242,6 +246,11 @@ class ImpairedTransport final : public Transport {
     std::vector<std::vector<uint8_t>> held_now;
     std::vector<uint32_t> held_peer_now;
     for (const OutPacket& p : packets) {
+      if (sent_ == imp_.drop_tx_at) {
+        ++sent_;
+        counters_->dropped_tx++;
+        continue;
+      }
       if (sent_++ >= imp_.blackhole_after) {
         if (!blackholed_) {
           blackholed_ = true;
@@ -282,7 +291,8 @@ class ImpairedTransport final : public Transport {
     std::vector<Received> got(out.begin(), out.begin() + static_cast<long>(n));
     size_t k = 0;
     for (const Received& r : got) {
-      if (r.hdr.type == wire::MsgType::kResult && uniform_(rng_) < imp_.recv_loss) {
+      const bool drop_this = r.hdr.type == wire::MsgType::kResult && results_seen_++ == imp_.drop_rx_at;
+      if (drop_this || (r.hdr.type == wire::MsgType::kResult && uniform_(rng_) < imp_.recv_loss)) {
         counters_->dropped_rx++;
         continue;
       }
@@ -307,6 +317,7 @@ class ImpairedTransport final : public Transport {
   std::vector<std::vector<uint8_t>> held_;
   std::vector<uint32_t> held_peer_;
   uint64_t sent_ = 0;
+  uint64_t results_seen_ = 0;
   bool blackholed_ = false;
 };
 

@@ -76,11 +76,13 @@ struct Communicator::Slot {
   Op* op = nullptr;
   uint8_t* pkt = nullptr;  // packet bytes kept for retransmission
   uint32_t len = 0;
-  uint64_t sent_ns = 0;     // first transmission (RTT sample when no retransmission happened)
-  uint64_t last_tx_ns = 0;  // latest transmission
+  uint64_t sent_ns = 0;      // first transmission (RTT sample when no retransmission happened)
+  uint64_t last_tx_ns = 0;   // latest transmission
+  uint64_t last_tx_seq = 0;  // ... its place in the appliance's order of transmissions
   uint64_t deadline_ns = 0;
   uint32_t rto_us = 0;
   uint32_t retries = 0;
+  bool fast_retried = false;  // the latest transmission was a fast retransmission
 };
 
 struct Communicator::Appliance {
@@ -108,6 +110,7 @@ struct Communicator::Appliance {
   // per clean sample back toward rto_initial_us.
   uint32_t rto_floor_us = 0;
   uint64_t next_probe_ns = 0;  // no stall probe before this
+  uint64_t tx_seq = 0;         // transmissions to this appliance so far (orders them within a batch)
 };
 
 Communicator::Communicator(const CommConfig& config) : config_(config) {}
@@ -353,9 +356,11 @@ void Communicator::issue(Appliance& a, uint64_t g, uint64_t now) {
   if (a.busy == 0) a.last_progress_ns = now;
   ++a.busy;
   sl.retries = 0;
+  sl.fast_retried = false;
   sl.rto_us = a.rto_us;
   sl.sent_ns = now;
   sl.last_tx_ns = now;
+  sl.last_tx_seq = ++a.tx_seq;
   sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
   next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
   tx_.push_back({a.peer, sl.pkt, sl.len});
@@ -395,8 +400,10 @@ void Communicator::on_received(uint64_t now) {
           if (sl.last_retried) {  // both the first answer and a retransmission's came: spurious
             sl.last_retried = false;
             ++stats_.spurious_retransmissions;
-            a.rto_floor_us = std::min(config_.rto_max_us, a.rto_floor_us + a.rto_floor_us / 2);
-            a.rto_us = std::max(a.rto_us, a.rto_floor_us);
+            if (!sl.fast_retried) {  // the RTO fired too early (a fast one says nothing about it)
+              a.rto_floor_us = std::min(config_.rto_max_us, a.rto_floor_us + a.rto_floor_us / 2);
+              a.rto_us = std::max(a.rto_us, a.rto_floor_us);
+            }
           }
         } else {
           ++comm_drops_[static_cast<size_t>(DropReason::kStaleRound)];
@@ -420,11 +427,32 @@ void Communicator::on_received(uint64_t now) {
       Op& op = *sl.op;
       sl.op = nullptr;
       if (--op.chunks_left == 0) complete(op);
+      fast_retransmit(a, sl, now);
       const uint64_t next = sl.g + a.slot_count;
       if (next < a.assigned) issue(a, next, now);
     }
     flush_tx();
   }
+}
+
+// `answered` just got its result: the chunk fast_retransmit_after before it, if still unanswered
+// and last sent before `answered` was, is resent now (see Fast retransmission in the header).
+void Communicator::fast_retransmit(Appliance& a, const Slot& answered, uint64_t now) {
+  const uint32_t k = config_.fast_retransmit_after;
+  if (k == 0 || k >= a.slot_count || answered.g < k) return;
+  const uint64_t g = answered.g - k;
+  Slot& sl = a.slots[g % a.slot_count];
+  if (!sl.busy || sl.g != g || sl.last_tx_seq >= answered.last_tx_seq) return;
+  if (config_.retries != 0 && sl.retries >= config_.retries) return;  // its timer fails the call
+  ++sl.retries;
+  sl.fast_retried = true;
+  ++stats_.fast_retransmissions;
+  sl.last_tx_ns = now;
+  sl.last_tx_seq = ++a.tx_seq;
+  sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
+  next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
+  tx_.push_back({a.peer, sl.pkt, sl.len});
+  if (tx_.size() >= kTxFlushAt) flush_tx();
 }
 
 void Communicator::update_rto(Appliance& a, uint64_t sample_ns) {
@@ -494,10 +522,12 @@ void Communicator::check_timers(uint64_t now) {
           return;
         }
         ++sl.retries;
+        sl.fast_retried = false;
         ++stats_.retransmissions;
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
         sl.last_tx_ns = now;
+        sl.last_tx_seq = ++a.tx_seq;
         if (&sl == probe) a.next_probe_ns = sl.deadline_ns;
         tx_.push_back({a.peer, sl.pkt, sl.len});
         if (tx_.size() >= kTxFlushAt) flush_tx();
@@ -640,6 +670,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"calls", s.calls},
       {"chunks", s.chunks},
       {"retransmissions", s.retransmissions},
+      {"fast_retransmissions", s.fast_retransmissions},
       {"silent_backoffs", s.silent_backoffs},
       {"spurious_retransmissions", s.spurious_retransmissions},
       {"results", s.results},

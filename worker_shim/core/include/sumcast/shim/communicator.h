@@ -28,6 +28,13 @@
 // packets: then, once per RTO, only the oldest outstanding chunk (expired or not) is resent, as a
 // probe, and the other expired timers just back off, so a stall does not turn into a window's
 // worth of useless retransmissions, and the round every rank waits for is always resent.
+// Fast retransmission. A chunk's result can only come after every rank's contribution to it, and
+// every rank sends its chunks in order: when the result of chunk g + fast_retransmit_after arrives
+// while chunk g (sent before it) is still unanswered, chunk g's contribution or result was lost
+// (or reordered that far), so chunk g is resent at once, once per transmission, instead of after
+// its RTO (>= rto_initial_us, 5 ms: at 1% loss on 8 ranks most rounds would wait for one). Every
+// rank does so, and the appliance answers the repeats of a completed round from its stored result.
+// One check per result (the chunk that many before it), so the cost is flat in the window size.
 //
 // Failure. A chunk not answered after `retries` retransmissions, no result from an appliance for
 // op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path),
@@ -82,6 +89,7 @@ struct CommConfig {
   uint32_t rto_initial_us = 5000;        // first retransmission timeout of a chunk (5 ms suits loopback/veth)
   uint32_t rto_max_us = 200000;          // back-off cap
   uint32_t retries = 100;                // retransmissions per chunk before failing; 0: unlimited
+  uint32_t fast_retransmit_after = 3;    // resend a chunk at once when the one this many after it is answered; 0: off
   uint32_t op_timeout_ms = 30000;        // no result for this long while chunks are outstanding fails; 0: none
   uint32_t connect_timeout_ms = 10000;   // TCP connect + authentication, per appliance
   uint32_t register_timeout_ms = 60000;  // waiting for all ranks to register, per appliance
@@ -105,6 +113,7 @@ struct CommStats {
   uint64_t calls = 0;                     // all-reduce calls started
   uint64_t chunks = 0;                    // chunks sent (first transmissions)
   uint64_t retransmissions = 0;           // RTO expiries that resent a chunk
+  uint64_t fast_retransmissions = 0;      // chunks resent because a later one was answered first (see Timers)
   uint64_t silent_backoffs = 0;           // RTO expiries that only backed off: a stall, not a loss (see Timers)
   uint64_t results = 0;                   // results accepted and written
   uint64_t duplicates = 0;                // results for a chunk already completed
@@ -153,6 +162,7 @@ class Communicator {
   Status init();
   void issue(Appliance& a, uint64_t g, uint64_t now);
   void on_received(uint64_t now);
+  void fast_retransmit(Appliance& a, const Slot& answered, uint64_t now);
   void update_rto(Appliance& a, uint64_t sample_ns);
   void check_timers(uint64_t now);
   void poll_control();
