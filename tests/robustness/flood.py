@@ -1,14 +1,20 @@
 #!/usr/bin/python3
 """Flood generator for tests/robustness/flood_test.sh (run with /usr/bin/python3, which has scapy).
 
+  flood.py selftest
+      Checks that patching the live job's id and Q_Key into a prebuilt frame (and its ICRC) gives
+      the frame scapy builds with them.
   flood.py sniff IFACE SECS
       Waits (bounded) for one RoCEv2 contribution on IFACE (an on-path observer, e.g. the switch's
       port of the appliance) and prints "JOB_ID QKEY SRC_QP" from it.
   flood.py flood IFACE DST_MAC DST_IP SRC_IP PEER_IP KEYFILE COUNT SECS [PPS]
-      Builds the frames that need no job, prints "ready" (stderr), waits (75 s at most) for KEYFILE
-      to hold "JOB_ID QKEY" (the live job's, from sniff), builds the rest, then sends up to COUNT
+      Builds every frame (the live job's for job 0), prints "ready" (stderr), waits (75 s at most)
+      for KEYFILE to hold "JOB_ID QKEY" (the live job's, from sniff), patches them into the live
+      job's frames (patch_job), then sends up to COUNT
       frames (for at most SECS seconds, or until SIGTERM) from IFACE through a raw AF_PACKET socket,
-      round-robin over five classes (paced to PPS frames/s when given, > 0), and prints one JSON object: frames sent per class and the rate.
+      round-robin over five classes (paced to PPS frames/s when given, > 0), and prints one JSON
+      object: frames sent per class, the seconds it flooded and the rate. It prints "flooding"
+      (stderr) when it starts sending.
         not_ipv4        random bytes under an unknown EtherType
         bad_opcode      IPv4/UDP 4791 with garbage after the UDP header (first BTH byte 0)
         unknown_job     well-formed contributions (valid ICRC) for a job id nobody registered
@@ -26,6 +32,7 @@ import socket
 import struct
 import sys
 import time
+import zlib
 
 CLASSES = ["not_ipv4", "bad_opcode", "unknown_job", "bad_qkey", "foreign_source"]
 VARIANTS = 32  # distinct frames per class
@@ -77,7 +84,7 @@ def build(cls, rnd, dst_mac, dst_ip, src_mac, src_ip, peer_ip, job, qkey):
         key = rnd.randint(0, 0xFFFFFFFF)
     elif cls == "bad_qkey":
         job_id = job
-        key = qkey ^ rnd.randint(1, 0xFFFFFFFF)
+        key = qkey ^ rnd.randint(1, 0xFFFFFFFF)  # patch_job() xors the live key in: stays wrong
     else:  # foreign_source
         job_id = job
         key = qkey
@@ -93,6 +100,47 @@ def build(cls, rnd, dst_mac, dst_ip, src_mac, src_ip, peer_ip, job, qkey):
     return bytes(pkt)
 
 
+JOB_AT = 66   # Ethernet 14 | IPv4 20 | UDP 8 | BTH 12 | DETH (Q_Key at 54) | Sumcast header: job id at +4
+QKEY_AT = 54
+IP_AT = 14
+
+
+def patch_job(frame, job, qkey):
+    """The frame with JOB written over its job id (0 in the template) and QKEY xored into its Q_Key,
+    and its ICRC updated. The ICRC is CRC-32 (zlib's) over 8 bytes of 0xFF and the frame from the IPv4
+    header to the ICRC, with a few header fields masked (none of them changed here); CRC-32 is affine,
+    so for messages of equal length crc(a ^ d) = crc(a) ^ crc(d) ^ crc(0...0)."""
+    out = bytearray(frame)
+    struct.pack_into("!I", out, JOB_AT, struct.unpack_from("!I", frame, JOB_AT)[0] ^ job)
+    struct.pack_into("!I", out, QKEY_AT, struct.unpack_from("!I", frame, QKEY_AT)[0] ^ qkey)
+    n = 8 + len(frame) - 4 - IP_AT
+    delta = bytearray(n)
+    for at in (JOB_AT, QKEY_AT):
+        for k in range(4):
+            delta[8 + at - IP_AT + k] = frame[at + k] ^ out[at + k]
+    icrc = int.from_bytes(frame[-4:], "little") ^ zlib.crc32(bytes(delta)) ^ zlib.crc32(bytes(n))
+    out[-4:] = icrc.to_bytes(4, "little")
+    return bytes(out)
+
+
+def selftest():
+    """patch_job() against frames scapy builds with the job and key in place."""
+    rnd = random.Random(1)
+    args = ("02:00:00:00:00:01", "10.0.0.2", "02:00:00:00:00:02", "10.0.0.9", "10.0.0.10")
+    for cls in CLASSES[3:]:
+        for _ in range(20):
+            job, qkey = rnd.randint(0, 0xFFFFFFFF), rnd.randint(0, 0xFFFFFFFF)
+            state = rnd.getstate()
+            want = build(cls, rnd, *args, job, qkey)
+            rnd.setstate(state)
+            got = patch_job(build(cls, rnd, *args, 0, 0), job, qkey)
+            if got != want:
+                print("selftest: %s job %#x qkey %#x: patched frame differs" % (cls, job, qkey), file=sys.stderr)
+                return 1
+    print("selftest: ok")
+    return 0
+
+
 def flood(iface, dst_mac, dst_ip, src_ip, peer_ip, keyfile, count, secs, pps):
     with open("/sys/class/net/%s/address" % iface) as f:
         src_mac = f.read().strip()
@@ -101,6 +149,9 @@ def flood(iface, dst_mac, dst_ip, src_ip, peer_ip, keyfile, count, secs, pps):
     rnd = random.Random(6)
     args = (dst_mac, dst_ip, src_mac, src_ip, peer_ip)
     early = {c: [build(c, rnd, *args, 0, 0) for _ in range(VARIANTS)] for c in CLASSES[:3]}
+    # The live job's frames are built now for job 0 (Q_Key 0 for foreign_source, a random nonzero x
+    # for bad_qkey) and patched once the key is known: the flood then starts within milliseconds.
+    templates = {c: [build(c, rnd, *args, 0, 0) for _ in range(VARIANTS)] for c in CLASSES[3:]}
     print("ready", file=sys.stderr, flush=True)
     deadline = time.monotonic() + 75
     while not os.path.exists(keyfile):
@@ -113,7 +164,7 @@ def flood(iface, dst_mac, dst_ip, src_ip, peer_ip, keyfile, count, secs, pps):
     for k, b in enumerate(early["unknown_job"]):
         if struct.unpack_from("!I", b, 66)[0] == job:
             early["unknown_job"][k] = build("unknown_job", rnd, *args, job, qkey)
-    late = {c: [build(c, rnd, *args, job, qkey) for _ in range(VARIANTS)] for c in CLASSES[3:]}
+    late = {c: [patch_job(b, job, qkey) for b in templates[c]] for c in CLASSES[3:]}
     by_class = {**early, **late}
     frames = []  # (class index, bytes), round-robin order
     for v in range(VARIANTS):
@@ -121,6 +172,9 @@ def flood(iface, dst_mac, dst_ip, src_ip, peer_ip, keyfile, count, secs, pps):
             frames.append((i, by_class[cls][v]))
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((iface, 0))
+    # Paced, the sender needs a few percent of a CPU; at a lower priority than the job's processes it
+    # would hardly run while they do (CFS), and the flood would miss the job it is meant to hit.
+    print("flooding", file=sys.stderr, flush=True)
     sent = [0] * len(CLASSES)
     failed = 0
     n = 0
@@ -152,6 +206,8 @@ def flood(iface, dst_mac, dst_ip, src_ip, peer_ip, keyfile, count, secs, pps):
 
 
 def main(argv):
+    if len(argv) == 2 and argv[1] == "selftest":
+        return selftest()
     if len(argv) >= 3 and argv[1] == "sniff":
         return sniff(argv[2], float(argv[3]))
     if len(argv) in (10, 11) and argv[1] == "flood":

@@ -10,10 +10,13 @@
 #   - its bus bandwidth under the flood >= FLOOD_MIN_RATIO (0.5) x the flood-free figure measured
 #     just before, same job shape;
 #   - sumcastd's VmRSS and VmHWM after the flood exceed the figures before it by <= 8 MiB;
+#   - the flood lasted at least as long as the measured row of the job (so it covered it);
 #   - each class's drop counter (not_ipv4, bad_opcode, unknown_job, bad_qkey, foreign_source;
-#     deltas over the flood) is <= what was sent of that class and >= FLOOD_MIN_COUNTED (90) % of
-#     it (the kernel may lose some before the engine sees them), and no frame was dropped as
-#     bad_icrc (the generator's ICRCs are right).
+#     deltas over the flood) is <= what was sent of that class, and every flood frame not counted
+#     under its reason is accounted for by the kernel's drops on sumcastd's af_packet sockets (their
+#     rx rings overflow while the polling lcore is descheduled on this shared 2-CPU machine; `ss -0
+#     -m` shows them as skmem d<N>); no frame was dropped as bad_icrc (the generator's ICRCs are
+#     right).
 #
 # usage: flood_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR
 set -euo pipefail
@@ -29,11 +32,11 @@ FLOOD_COUNT=${FLOOD_COUNT:-3000000}
 FLOOD_SECS=${FLOOD_SECS:-30}
 FLOOD_PPS=${FLOOD_PPS:-5000}  # paced: this 2-core machine runs the job, the appliance and the flood
 MIN_RATIO=${FLOOD_MIN_RATIO:-0.5}
-MIN_COUNTED=${FLOOD_MIN_COUNTED:-90}  # percent of each class's frames that must be counted under its reason
 PY=/usr/bin/python3
 CLASSES=(not_ipv4 bad_opcode unknown_job bad_qkey foreign_source)
 
 "$PY" -c 'import scapy.contrib.roce' 2>/dev/null || { echo "skipped: needs scapy for $PY"; exit 77; }
+"$PY" "$here/flood.py" selftest || fail "flood.py's frame patching disagrees with scapy"
 IT_JOB_TIMEOUT_MS=10000 it_begin $N
 # A deeper net_af_packet rx ring (8192 frames instead of 512): on this shared 2-core machine the
 # appliance's polling lcore is descheduled for tens of ms at a time, and the kernel drops (uncounted
@@ -58,8 +61,8 @@ mem() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$IT_APP_PID/status"; }  # k
 # run_job TAG: 4 ranks, fp32, --check, JSON; sets BW (rank 0's busbw_gbps) after checking results.
 run_job() {
   local tag=$1
-  # Two rows of the same size: the first covers the flood's start, the second is measured under it.
-  it_ranks "$tag" "flood-$tag" $N --dtype fp32 --counts "$COUNT,$COUNT" --iters "$ITERS" --warmup 5 --check --json \
+  # Two rows: the first (4x the bytes) covers the flood's start, the second is measured under it.
+  it_ranks "$tag" "flood-$tag" $N --dtype fp32 --counts "$((4 * COUNT)),$COUNT" --iters "$ITERS" --warmup 5 --check --json \
     --op-timeout-ms 20000
 }
 check_job() {
@@ -79,9 +82,8 @@ ip netns exec "$(tb_ns x)" "$PY" "$here/flood.py" flood e0 "$app_mac" "$TB_APP_I
 flood_pid=$!
 IT_EXTRA_PIDS+=("$flood_pid")
 tb_wait_line "$IT_WORK/flood.log" "^ready" 60 "$flood_pid" || fail "the generator did not get ready"
-# The attacker stands for another host: on this shared 2-core machine it runs at the lowest CPU
-# priority, so that the job's figure measures the appliance under the flood, not the generator's CPU.
-renice -n 19 -p "$flood_pid" >/dev/null
+# The attacker stands for another host; paced to FLOOD_PPS it takes a few percent of a CPU from
+# the job on this shared 2-core machine (at a lower priority it would hardly run while the job does).
 
 run_job base
 it_wait 60 || fail "the flood-free job did not finish within 60 s"
@@ -91,6 +93,12 @@ note "flood-free: busbw $base_bw GB/s"
 rss0=$(mem VmRSS) hwm0=$(mem VmHWM)
 declare -A before
 for c in "${CLASSES[@]}" bad_icrc; do before[$c]=$(it_stat "drop_$c"); done
+# ring_drops: frames the kernel dropped on sumcastd's packet sockets (rx ring full), from sock_diag.
+ring_drops() {
+  tb_exec app ss -0 -a -m -p | awk -v pid="pid=$IT_APP_PID," '
+    index($0, pid) { if (match($0, /,d[0-9]+\)/)) n += substr($0, RSTART + 2, RLENGTH - 3) } END { print n + 0 }'
+}
+ring0=$(ring_drops)
 
 
 # An on-path observer (the switch's port of the appliance) learns the live job's id and Q_Key.
@@ -112,23 +120,39 @@ note "flood: $sent"
 note "under the flood: busbw $flood_bw GB/s (flood-free $base_bw)"
 [ "$(jq -r .total <<<"$sent")" -gt 0 ] || fail "the generator sent nothing"
 
-# Every class's frames are dropped under their reason (counters settle once the port is drained).
-drained() {
-  local c d s
+# The flood covered the measured row: it ran for at least as long as that row took (it is stopped
+# only after the job ends, so it started before the row did).
+row_s=$(grep '^{' "$IT_WORK/flood.r0.log" | tail -n 1 | jq -r ".time_us * $ITERS / 1e6")
+flood_s=$(jq -r .seconds <<<"$sent")
+note "flooded for $flood_s s; the measured row took $row_s s"
+awk -v f="$flood_s" -v r="$row_s" 'BEGIN { exit !(f >= r) }' ||
+  fail "the flood ($flood_s s) did not cover the measured row ($row_s s)"
+
+# Every flood frame is counted: under its reason by the engine, or as a kernel ring drop before
+# sumcastd read it. The counters settle once the port is drained.
+uncounted() {
+  local c total=0
   for c in "${CLASSES[@]}"; do
-    d=$(($(it_stat "drop_$c") - before[$c]))
-    s=$(jq -r ".$c" <<<"$sent")
-    [ $((d * 100)) -ge $((s * MIN_COUNTED)) ] || return 1
+    total=$((total + $(jq -r ".$c" <<<"$sent") - ($(it_stat "drop_$c") - before[$c])))
   done
+  echo "$total"
 }
-it_until 10 drained || true
+accounted() { [ "$(uncounted)" -le $(($(ring_drops) - ring0)) ]; }
+it_until 10 accounted || true
 for c in "${CLASSES[@]}"; do
   d=$(($(it_stat "drop_$c") - before[$c]))
   s=$(jq -r ".$c" <<<"$sent")
   note "$c: sent $s, dropped as $c: $d"
-  [ "$d" -le "$s" ] || fail "$c: $d drops counted, only $s sent"
-  [ $((d * 100)) -ge $((s * MIN_COUNTED)) ] || fail "$c: only $d of $s sent frames counted as $c drops (< $MIN_COUNTED%)"
+  bound=$s
+  # The flood stops only after the job ended: from then on, its frames for the live job (wrong
+  # Q_Key, forged source) address a job that no longer exists.
+  [ "$c" != unknown_job ] || bound=$(jq -r '.unknown_job + .bad_qkey + .foreign_source' <<<"$sent")
+  [ "$d" -le "$bound" ] || fail "$c: $d drops counted, only $bound such frames sent"
+  [ "$d" -gt 0 ] || fail "$c: none of the $s frames sent was counted as $c"
 done
+missing=$(uncounted) ring=$(($(ring_drops) - ring0))
+note "flood frames not counted by the engine: $missing; kernel ring drops on sumcastd's sockets: $ring"
+[ "$missing" -le "$ring" ] || fail "$missing flood frames are neither counted under their reason nor as ring drops ($ring)"
 icrc=$(($(it_stat drop_bad_icrc) - before[bad_icrc]))
 [ "$icrc" = 0 ] || fail "$icrc frames dropped as bad_icrc: the generator's ICRC is wrong"
 
@@ -136,9 +160,9 @@ rss1=$(mem VmRSS) hwm1=$(mem VmHWM)
 note "sumcastd VmRSS ${rss0} -> ${rss1} kB, VmHWM ${hwm0} -> ${hwm1} kB"
 [ $((rss1 - rss0)) -le 8192 ] || fail "sumcastd's VmRSS grew from $rss0 to $rss1 kB under the flood"
 [ $((hwm1 - hwm0)) -le 8192 ] || fail "sumcastd's VmHWM grew from $hwm0 to $hwm1 kB under the flood"
-ratio=$(awk -v a="$flood_bw" -v b="$base_bw" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }')
+ratio=$(awk -v a="$flood_bw" -v b="$base_bw" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
 note "throughput ratio (flood / flood-free): $ratio"
 awk -v r="$ratio" -v m="$MIN_RATIO" 'BEGIN { exit !(r >= m) }' ||
   fail "throughput under the flood is ${ratio}x the flood-free figure, below $MIN_RATIO"
 echo "PASS: flood of $(jq -r .total <<<"$sent") frames at $(jq -r .pps <<<"$sent") pps: results exact," \
-  "throughput ${ratio}x, memory flat, every frame counted under its reason"
+  "throughput ${ratio}x, memory flat, every frame counted under its reason (or as a kernel ring drop: $ring)"

@@ -29,12 +29,21 @@ _tb_shape() {  # ns dev rate
   ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 64kb latency 50ms
 }
 
+# _tb_no_ipv6 NAME: IPv6 off on every interface of namespace NAME, those made later included.
+_tb_no_ipv6() {
+  tb_exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+}
+
 tb_up() {
   local n=$1 rate=${2:-} i
   TB_N=$n
   trap tb_down EXIT
   trap 'exit 130' INT TERM
   ip netns add "$(tb_ns sw)" && ip netns add "$(tb_ns app)" || return 1
+  # IPv4 only: no IPv6 link-local chatter (router/neighbour solicitations, MLD reports) that the
+  # bridge would flood into the appliance's data port, where every such frame is a counted drop.
+  _tb_no_ipv6 sw
+  _tb_no_ipv6 app
   tb_exec sw ip link add br0 type bridge
   tb_exec sw ip link set br0 up
   tb_exec sw ip link set lo up
@@ -55,6 +64,7 @@ tb_up() {
   for p in pd pm; do tb_exec sw ip link set "$p" master br0; tb_exec sw ip link set "$p" up; done
   for ((i = 0; i < n; i++)); do
     ip netns add "$(tb_ns w$i)" || return 1
+    _tb_no_ipv6 "w$i"
     ip link add "$TB_WORKER_IF" netns "$(tb_ns w$i)" type veth peer name "p$i" netns "$(tb_ns sw)"
     TB_WORKER_IP[$i]=$TB_SUBNET.$((10 + i))
     tb_exec "w$i" ip link set lo up
