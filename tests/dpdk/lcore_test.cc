@@ -24,6 +24,8 @@
 #include "sumcast/dpdk/port.h"
 #include "sumcast/dpdk/tx_sink.h"
 #include "sumcast/engine/testing.h"
+#include "sumcast/wire/format.h"
+#include "sumcast/wire/packet.h"
 
 namespace sumcast::dpdk {
 namespace {
@@ -135,6 +137,71 @@ TEST(DpdkTxSinkTest, RefusedFramesAreCountedAndFreed) {
   tx.flush();
   EXPECT_EQ(tx.unsubmitted(), 2u);
   EXPECT_EQ(rte_mempool_avail_count(pool), avail) << "every mbuf went back to the pool";
+}
+
+// nic_offload's plan chooses TX IPv4 checksum offload when the port offers it; the sink then
+// flags IPv4 frames for the NIC and zeroes their checksum field, and leaves other frames alone.
+TEST(DpdkTxSinkTest, Ipv4ChecksumOffloadFlagsIpv4FramesAndZeroesTheirChecksum) {
+  Port* port = test_port();
+  ASSERT_NE(port, nullptr);
+  drain_rx(*port);
+  wire::Addressing a;
+  a.src_ip = 0x0A000001;
+  a.dst_ip = 0x0A000002;
+  std::vector<uint8_t> ip_frame(wire::frame_len(8));
+  wire::write_frame_headers(ip_frame.data(), a, wire::SumcastHeader{}, 8);
+  const uint16_t sw_cksum =
+      static_cast<uint16_t>((ip_frame[wire::kIpOffset + 10] << 8) | ip_frame[wire::kIpOffset + 11]);
+  ASSERT_NE(sw_cksum, 0);
+  std::vector<uint8_t> arp_frame(60, 0);
+  arp_frame[12] = 0x08;
+  arp_frame[13] = 0x06;
+  arp_frame[wire::kIpOffset + 10] = 0xAB;  // would be an IPv4 checksum, were it IPv4
+  for (const bool offload : {true, false}) {
+    DpdkTxSink tx(port->info().port_id, 0, port->tx_pool(), nullptr);
+    tx.set_ipv4_checksum_offload(offload);
+    for (const auto* f : {&ip_frame, &arp_frame}) {
+      uint8_t* buf = tx.acquire();
+      ASSERT_NE(buf, nullptr);
+      std::memcpy(buf, f->data(), f->size());
+      tx.submit(buf, static_cast<uint32_t>(f->size()));
+    }
+    tx.flush();
+    ASSERT_EQ(tx.sent(), 2u);
+    rte_mbuf* m[4];
+    ASSERT_EQ(rte_eth_rx_burst(port->info().port_id, 0, m, 4), 2);  // net_ring: the same mbufs come back
+    const uint8_t* ip = rte_pktmbuf_mtod(m[0], const uint8_t*) + wire::kIpOffset;
+    if (offload) {
+      EXPECT_EQ(m[0]->ol_flags & (RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM),
+                RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM);
+      EXPECT_EQ(m[0]->l2_len, 14u);
+      EXPECT_EQ(m[0]->l3_len, 20u);
+      EXPECT_EQ(ip[10], 0);
+      EXPECT_EQ(ip[11], 0);
+    } else {
+      EXPECT_EQ(m[0]->ol_flags & RTE_MBUF_F_TX_IP_CKSUM, 0u);
+      EXPECT_EQ((ip[10] << 8) | ip[11], sw_cksum) << "software checksum kept";
+    }
+    EXPECT_EQ(m[1]->ol_flags & RTE_MBUF_F_TX_IP_CKSUM, 0u) << "ARP is not IPv4";
+    EXPECT_EQ(rte_pktmbuf_mtod(m[1], const uint8_t*)[wire::kIpOffset + 10], 0xAB);
+    rte_pktmbuf_free_bulk(m, 2);
+  }
+}
+
+// net_ring has no rte_flow and no checksum offload: the probe falls back to RSS + software
+// dispatch for 2 cores, says why, and keeps checksums in software.
+TEST(PortOffloadTest, PortWithoutRteFlowFallsBackToSoftwareDispatch) {
+  Port* port = test_port();
+  ASSERT_NE(port, nullptr);
+  const PortInfo& info = port->info();
+  EXPECT_EQ(info.caps.steering, nic_offload::FlowSupport::kRefused);
+  EXPECT_EQ(info.plan.mode, nic_offload::SteeringMode::kRssSoftwareDispatch);
+  EXPECT_TRUE(info.software_dispatch);
+  EXPECT_EQ(info.software_dispatch, info.plan.software_dispatch);
+  EXPECT_FALSE(info.plan.tx_ipv4_cksum);
+  EXPECT_EQ(info.flow_rules, 0u);
+  EXPECT_EQ(port->xdp(), nullptr);
+  EXPECT_NE(info.plan.reason.find("rte_flow_validate refused"), std::string::npos) << info.plan.reason;
 }
 
 TEST(DpdkTxSinkTest, SubmitOfAForeignBufferSendsNothing) {

@@ -91,6 +91,32 @@ total() { awk -v k="$1" '$1 == k { print $NF }' "$work/stats.txt"; }
 [ "$(total arp_replies)" -ge 1 ] || fail "no ARP reply counted"
 "$sumcastctl" --prefix "$TB_PREFIX" stats --json >"$work/stats.json"
 grep -q '"per_core"' "$work/stats.json" || fail "stats --json has no per_core"
+if [ "$cores" -gt 1 ]; then
+  # Software dispatch (nic_offload's fallback on a port without rte_flow): every slot's frames are
+  # summed on the core that owns it (slot % cores). Chunk j of a worker goes to slot j % 64, so
+  # core c must have summed exactly N x |{j < chunks : (j % 64) % cores == c}| contributions, and
+  # none may have been refused as another core's (wrong_core).
+  "$sumcastctl" --prefix "$TB_PREFIX" port --json >"$work/port.json"
+  [ "$(jq -r .path "$work/port.json")" = rss_software_dispatch ] || fail "path $(jq -r .path "$work/port.json")"
+  [ "$(jq -r .software_dispatch "$work/port.json")" = 1 ] || fail "software dispatch is off with $cores cores"
+  queues=$(jq -r .queues "$work/port.json")
+  pc() { jq -r ".per_core[$1].$2" "$work/stats.json"; }
+  for ((c = 0; c < cores; c++)); do
+    want=0
+    for ((j = 0; j < chunks; j++)); do [ $(((j % 64) % cores)) = "$c" ] && want=$((want + N)); done
+    [ "$(pc "$c" contributions)" = "$want" ] || fail "core $c summed $(pc "$c" contributions) contributions, owns $want"
+    [ "$(pc "$c" drop_wrong_core)" = 0 ] || fail "core $c refused $(pc "$c" drop_wrong_core) frames as another core's"
+    [ "$(pc "$c" dispatch_full)" = 0 ] || fail "core $c found a dispatch ring full"
+    # A core without an rx queue of its own received every frame it summed by dispatch.
+    if [ "$c" -ge "$queues" ] && [ "$(pc "$c" dispatched_in)" -lt "$want" ]; then
+      fail "core $c (no rx queue) got $(pc "$c" dispatched_in) frames by dispatch, summed $want"
+    fi
+  done
+  out=$(jq '[.per_core[].dispatched_out] | add' "$work/stats.json")
+  in=$(jq '[.per_core[].dispatched_in] | add' "$work/stats.json")
+  if [ "$out" != "$in" ] || [ "$out" -eq 0 ]; then fail "dispatched out $out, in $in"; fi
+  echo "software dispatch: per-core contributions match slot ownership; $out frames dispatched"
+fi
 "$sumcastctl" --prefix "$TB_PREFIX" jobs | tee "$work/jobs.txt"
 grep -q "jobs_started 1" "$work/jobs.txt" || fail "sumcastctl jobs does not show the job started"
 "$sumcastctl" --prefix "$TB_PREFIX" version | grep -q "^sumcastd " || fail "sumcastctl version: no daemon version"

@@ -50,6 +50,8 @@ void usage(FILE* out) {
                "  stats --watch [SECONDS] [--count N] [--json]\n"
                "                   live rates per core, per job and of drops, refreshed every SECONDS (1)\n"
                "  jobs [--json]    jobs and control-plane counters\n"
+               "  port [--json]    the data port's offload path (rte_flow steering, RSS + software\n"
+               "                   dispatch, XDP program), why, and its probed capabilities\n"
                "  check [--json] FILE  validate an agg.conf without starting anything\n"
                "  version [--json] versions of sumcastctl and of the running sumcastd\n"
                "  --prefix P       sumcastd's eal.file_prefix (default \"sumcast\")\n"
@@ -224,6 +226,53 @@ int cmd_stats(const Options& o) {
     print_row("  " + key.substr(5), cols, *total, key);
   }
   if (!any_drop) std::printf("drops: none\n");
+  return 0;
+}
+
+// Joins the pieces of a long telemetry string (key, key_2, key_3, ...).
+std::string long_string(const JsonValue& d, const std::string& key) {
+  std::string s;
+  for (int n = 1;; ++n) {
+    const JsonValue* v = d.find(n == 1 ? key : key + "_" + std::to_string(n));
+    if (v == nullptr || !v->is_string()) return s;
+    s += v->as_string();
+  }
+}
+
+int cmd_port(const Options& o) {
+  auto client = connect(o);
+  if (!client.ok()) return fail(client.status());
+  Result<JsonValue> port = (*client)->query("/sumcast/port");
+  if (!port.ok()) return fail(port.status());
+  if (!port->is_object()) return fail(sumcast::Status::not_found("/sumcast/port: no answer (is this sumcastd?)"));
+  if (has_flag(o.args, "--json")) {
+    std::printf("%s\n", sumcast::ctl::to_json(port.value(), 2).c_str());
+    return 0;
+  }
+  const JsonValue* path = port->find("path");
+  const JsonValue* device = port->find("device");
+  std::printf("port %s: path %s, software dispatch %s, queues %" PRIu64 "%s, rte_flow rules %" PRIu64
+              ", tx IPv4 checksum %s\n",
+              device != nullptr ? device->as_string().c_str() : "?", path != nullptr ? path->as_string().c_str() : "?",
+              port->uint_at("software_dispatch") != 0 ? "on" : "off", port->uint_at("queues"),
+              port->uint_at("rss") != 0 ? " (rss)" : "", port->uint_at("flow_rules"),
+              port->uint_at("tx_ipv4_cksum_offload") != 0 ? "in the NIC" : "in software");
+  std::printf("why: %s\n", long_string(port.value(), "reason").c_str());
+  if (port->find("xdp_prog_id") != nullptr) {
+    std::printf("xdp program %" PRIu64 ": redirected %" PRIu64 " passed %" PRIu64 " redirect_failed %" PRIu64 "\n",
+                port->uint_at("xdp_prog_id"), port->uint_at("xdp_redirected"), port->uint_at("xdp_passed"),
+                port->uint_at("xdp_redirect_failed"));
+  }
+  std::printf("capabilities:\n");
+  for (const auto& [key, value] : port->members()) {
+    if (key.rfind("cap_", 0) != 0 || !value.is_string()) continue;
+    const size_t us = key.rfind('_');
+    if (us != std::string::npos && us > 4 && key.find_first_not_of("0123456789", us + 1) == std::string::npos &&
+        port->find(key.substr(0, us)) != nullptr) {
+      continue;  // a continuation piece, printed with its first
+    }
+    std::printf("  %-22s %s\n", key.substr(4).c_str(), long_string(port.value(), key).c_str());
+  }
   return 0;
 }
 
@@ -456,6 +505,7 @@ int main(int argc, char** argv) {
   }
   if (o.command == "stats") return cmd_stats(o);
   if (o.command == "jobs") return cmd_jobs(o);
+  if (o.command == "port") return cmd_port(o);
   if (o.command == "check") return cmd_check(o);
   if (o.command == "version") return cmd_version(o);
   std::fprintf(stderr, "sumcastctl: unknown command '%s'\n", o.command.c_str());

@@ -158,6 +158,7 @@ Status Appliance::start_impl() {
     core->engine = std::make_unique<engine::Engine>(eo);
     core->tx = std::make_unique<DpdkTxSink>(pi.port_id, core->tx_queue, port_->tx_pool(),
                                             shared_tx ? &tx_locks_[core->tx_queue] : nullptr);
+    core->tx->set_ipv4_checksum_offload(pi.plan.tx_ipv4_cksum);
     cores_.push_back(std::move(core));
   }
   std::vector<LcoreContext*> all;
@@ -171,6 +172,15 @@ Status Appliance::start_impl() {
   log("cores: " + std::to_string(n) + " worker lcore(s) [" + lcore_list(cores_) + "], main lcore " +
       std::to_string(rte_get_main_lcore()) + ", burst " + std::to_string(cfg.dataplane.burst_size) +
       ", software dispatch " + (pi.software_dispatch ? "on" : "off") + (shared_tx ? ", tx queues shared" : ""));
+  // The probe and the plan, once (docs/nic_offload.md; `sumcastctl port` shows the same).
+  std::string caps_line;
+  for (const auto& [key, value] : nic_offload::describe(pi.caps)) caps_line += " " + key + "=" + value;
+  log("nic_offload: port " + pi.device + " capabilities:" + caps_line);
+  log(std::string("nic_offload: path ") + nic_offload::steering_mode_name(pi.plan.mode) + ": " + pi.plan.reason +
+      (pi.flow_rules > 0 ? " (" + std::to_string(pi.flow_rules) + " rte_flow rules installed)" : "") +
+      (port_->xdp() != nullptr
+           ? " (XDP program id " + std::to_string(port_->xdp()->prog_id()) + " on " + port_->xdp()->iface() + ")"
+           : ""));
 
   // Launch and wait (bounded) until every loop runs.
   for (auto& c : cores_) {
@@ -231,10 +241,11 @@ Status Appliance::start_impl() {
   telemetry_.server = server_.get();
   telemetry_.config = &config_;
   telemetry_.port = &port_->info();
+  telemetry_.xdp = port_->xdp();
   if (cfg.telemetry.dpdk_telemetry) {
     SUMCAST_RETURN_IF_ERROR(register_telemetry(&telemetry_));
     log(std::string("telemetry: ") + rte_eal_get_runtime_dir() +
-        "/dpdk_telemetry.v2 (/sumcast/stats, /sumcast/jobs, /sumcast/config)");
+        "/dpdk_telemetry.v2 (/sumcast/stats, /sumcast/jobs, /sumcast/config, /sumcast/port)");
   }
   if (!cfg.telemetry.prometheus_address.empty()) {
     telemetry::HttpServerOptions ho;

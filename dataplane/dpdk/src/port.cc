@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "sumcast/dpdk/lcore.h"
+#include "sumcast/nic_offload/flow_rules.h"
 #include "sumcast/wire/format.h"
 
 namespace sumcast::dpdk {
@@ -81,9 +83,12 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
   info.max_queues = std::min(dev_info.max_rx_queues, dev_info.max_tx_queues);
   if (info.max_queues == 0) return Status::unavailable(what + ": the PMD offers no rx/tx queue");
   info.queues = static_cast<uint16_t>(std::min<uint32_t>(worker_cores, info.max_queues));
-  // Without flow rules that steer each slot's frames to its owner (nic_offload), RSS or the
-  // kernel's fanout spread them by flow, so with more than one core every rx core dispatches.
+  // Until the plan is chosen (below): without flow rules that steer each slot's frames to its
+  // owner, RSS or the kernel's fanout spread them by flow, so every rx core dispatches.
   info.software_dispatch = worker_cores > 1;
+  const nic_offload::VdevArgs vdev = nic_offload::find_vdev(config.eal.vdevs, pc.device);
+  info.caps = nic_offload::probe_device(port_id, vdev);
+  if (info.caps.xdp_program) port->xdp_iface_ = vdev.get("iface");
   info.mtu = pc.mtu;
   if (pc.mtu > dev_info.max_mtu || pc.mtu < dev_info.min_mtu) {
     return Status::invalid_argument(config.path + ": port.mtu: " + std::to_string(pc.mtu) + " outside what " +
@@ -117,6 +122,7 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
 
   rte_eth_conf conf{};
   conf.rxmode.mtu = pc.mtu;
+  conf.txmode.offloads = nic_offload::tx_offloads_to_enable(info.caps);
   if (info.queues > 1 && dev_info.flow_type_rss_offloads != 0) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = nullptr;
@@ -146,6 +152,12 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
                               " descriptors): " + errno_text(rc));
     }
   }
+  // Stage 2 of the probe (validation names queues, so after their set-up; nothing to validate on
+  // an XDP port) and the plan.
+  nic_offload::probe_flows(port_id, info.ipv4, worker_cores, info.queues, kCoreQpnBase, info.rss, &info.caps);
+  info.plan = nic_offload::choose_plan(info.caps, worker_cores, info.queues);
+  info.software_dispatch = info.plan.software_dispatch;
+
   rc = rte_eth_dev_set_mtu(port_id, pc.mtu);
   if (rc != 0 && rc != -ENOTSUP) {
     return Status::io_error(what + ": set MTU " + std::to_string(pc.mtu) + ": " + errno_text(rc));
@@ -181,17 +193,49 @@ Status Port::start() {
                             "): " + errno_text(rc));
   }
   if (rc == 0) info_.promiscuous = rte_eth_promiscuous_get(info_.port_id) == 1;
+
+  const nic_offload::OffloadPlan plan = info_.plan;
+  std::vector<nic_offload::FlowRule> rules;
+  if (plan.install_steering) {
+    rules = nic_offload::rules_for(nic_offload::SteeringMode::kFlowDestQpn, info_.ipv4, info_.queues, info_.queues,
+                                   kCoreQpnBase);
+    if (!plan.install_filter) rules.resize(info_.queues);  // the steering rules alone
+  } else if (plan.install_filter) {
+    rules = nic_offload::filter_rules(info_.ipv4, info_.queues, info_.rss);
+  }
+  if (!rules.empty()) {
+    Status st = flows_.install(info_.port_id, rules);
+    if (!st.ok() && plan.install_steering) {
+      // Validated at open(), refused now: the cores were set up without software dispatch, so
+      // this cannot fall back any more.
+      return Status(st.code(), what + ": " + st.message());
+    }
+    if (!st.ok()) {
+      // The filter only saves cycles: without it the engine drops foreign frames itself.
+      info_.plan.install_filter = false;
+      info_.plan.reason += "; NIC filter validated but not installed (" + st.message() + ")";
+    }
+    info_.flow_rules = static_cast<uint32_t>(flows_.installed());
+  }
+  if (info_.caps.xdp_program) {
+    auto xdp = nic_offload::XdpProgram::open(xdp_iface_, info_.ipv4);
+    if (!xdp.ok()) return Status(xdp.status().code(), what + ": " + xdp.status().message());
+    xdp_ = std::move(xdp.value());
+  }
   return {};
 }
 
 void Port::stop() {
   if (!started_) return;
   started_ = false;
+  flows_.remove();
+  info_.flow_rules = 0;
   rte_eth_dev_stop(info_.port_id);
 }
 
 void Port::close() {
   stop();
+  xdp_.reset();
   if (configured_) {
     configured_ = false;
     rte_eth_dev_close(info_.port_id);

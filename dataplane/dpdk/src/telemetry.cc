@@ -17,6 +17,16 @@
 namespace sumcast::dpdk {
 namespace {
 
+// telemetry_safe() without the length limit (the caller splits).
+std::string telemetry_safe_long(const std::string& s) {
+  std::string out = s;
+  for (char& ch : out) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\' || u < 0x20 || u == 0x7F) ch = '_';
+  }
+  return out;
+}
+
 // clang-format off
 #define SUMCAST_ENGINE_COUNTERS(X) \
   X(rx_packets) \
@@ -234,6 +244,44 @@ int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) 
   return 0;
 }
 
+// Long strings (the plan's reason, refusals) in pieces under DPDK's string limit: key, key_2, ...
+void add_long_string(rte_tel_data* d, const std::string& key, const std::string& value) {
+  const std::string safe = telemetry_safe_long(value);
+  constexpr size_t kPiece = RTE_TEL_MAX_STRING_LEN - 1;
+  size_t at = 0;
+  int n = 1;
+  do {
+    const std::string k = n == 1 ? key : key + "_" + std::to_string(n);
+    rte_tel_data_add_dict_string(d, k.c_str(), safe.substr(at, kPiece).c_str());
+    at += kPiece;
+    ++n;
+  } while (at < safe.size());
+}
+
+int handle_port(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
+  std::shared_lock<std::shared_mutex> lock(g_mu);
+  if (g_source == nullptr || g_source->port == nullptr) return -1;
+  const PortInfo& p = *g_source->port;
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_string(d, "device", telemetry_safe(p.device).c_str());
+  rte_tel_data_add_dict_string(d, "path", nic_offload::steering_mode_name(p.plan.mode));
+  rte_tel_data_add_dict_u64(d, "software_dispatch", p.software_dispatch ? 1 : 0);
+  rte_tel_data_add_dict_u64(d, "queues", p.queues);
+  rte_tel_data_add_dict_u64(d, "rss", p.rss ? 1 : 0);
+  rte_tel_data_add_dict_u64(d, "flow_rules", p.flow_rules);
+  rte_tel_data_add_dict_u64(d, "tx_ipv4_cksum_offload", p.plan.tx_ipv4_cksum ? 1 : 0);
+  add_long_string(d, "reason", p.plan.reason);
+  for (const auto& [key, value] : nic_offload::describe(p.caps)) add_long_string(d, "cap_" + key, value);
+  if (const nic_offload::XdpProgram* x = g_source->xdp; x != nullptr) {
+    const nic_offload::XdpCounters c = x->counters();
+    rte_tel_data_add_dict_u64(d, "xdp_prog_id", x->prog_id());
+    rte_tel_data_add_dict_u64(d, "xdp_redirected", c.redirected);
+    rte_tel_data_add_dict_u64(d, "xdp_passed", c.passed);
+    rte_tel_data_add_dict_u64(d, "xdp_redirect_failed", c.redirect_failed);
+  }
+  return 0;
+}
+
 int handle_version(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
   rte_tel_data_start_dict(d);
   rte_tel_data_add_dict_string(d, "sumcastd", SUMCAST_VERSION);
@@ -373,6 +421,7 @@ Status register_telemetry(const TelemetrySource* source) {
        "Sumcast counters: totals and per core. Parameters: none, \"total\", or a core index"},
       {"/sumcast/jobs", handle_jobs, "Sumcast jobs and control-plane counters. No parameters"},
       {"/sumcast/config", handle_config, "The agg.conf sumcastd runs with. No parameters"},
+      {"/sumcast/port", handle_port, "The data port's probed capabilities and offload path. No parameters"},
       {"/sumcast/version", handle_version, "sumcastd and DPDK versions. No parameters"},
   };
   for (const Cmd& c : kCmds) {

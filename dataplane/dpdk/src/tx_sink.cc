@@ -3,6 +3,8 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include "sumcast/wire/format.h"
+
 namespace sumcast::dpdk {
 
 DpdkTxSink::DpdkTxSink(uint16_t port_id, uint16_t queue_id, rte_mempool* pool, rte_spinlock_t* lock)
@@ -31,6 +33,14 @@ void DpdkTxSink::submit(uint8_t* buf, uint32_t len) {
   outstanding_[i - 1] = outstanding_[--outstanding_len_];
   m->data_len = static_cast<uint16_t>(len);
   m->pkt_len = len;
+  if (ipv4_cksum_offload_ && len >= wire::kUdpOffset && buf[12] == 0x08 && buf[13] == 0x00) {
+    // The NIC computes the IPv4 header checksum; DPDK wants the field zeroed.
+    m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+    m->l2_len = wire::kIpOffset;
+    m->l3_len = static_cast<uint16_t>((buf[wire::kIpOffset] & 0x0F) * 4);
+    buf[wire::kIpOffset + 10] = 0;
+    buf[wire::kIpOffset + 11] = 0;
+  }
   batch_[batch_len_++] = m;
   if (batch_len_ == kBatch) send_batch();
 }

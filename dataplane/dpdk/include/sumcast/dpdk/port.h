@@ -4,6 +4,13 @@
 // configured MAC cannot be programmed, and two mbuf pools: rx buffers sized for the MTU and tx
 // buffers that hold any frame the engine builds (wire::kMaxFrameLen).
 //
+// NIC offloads (nic_offload, docs/nic_offload.md): open() probes the port's capabilities
+// (dev_info, then rte_flow_validate of the steering and filter rules once the queues exist) and
+// chooses the offload plan: rte_flow DestQP steering (no software dispatch), RSS + software
+// dispatch, or the XDP program of an af_xdp port; TX IPv4 checksum offload when offered. start()
+// installs the plan's rte_flow rules (and writes the appliance address into the XDP program's
+// map); stop() removes the rules.
+//
 // Thread safety: open/start/stop/close from the main thread only, before lcores launch or after
 // they returned.
 #pragma once
@@ -13,6 +20,9 @@
 #include <string>
 
 #include "sumcast/config/agg_config.h"
+#include "sumcast/nic_offload/capabilities.h"
+#include "sumcast/nic_offload/flow_installer.h"
+#include "sumcast/nic_offload/xdp_program.h"
 #include "sumcast/status.h"
 
 struct rte_mempool;
@@ -34,6 +44,9 @@ struct PortInfo {
   int socket_id = 0;          // NUMA node of the port (0 when unknown)
   uint32_t rx_data_room = 0;  // bytes of frame an rx mbuf holds
   uint32_t tx_data_room = 0;
+  nic_offload::PortCapabilities caps;  // probed at open()
+  nic_offload::OffloadPlan plan;       // chosen from caps at open(); plan.software_dispatch == software_dispatch
+  uint32_t flow_rules = 0;             // rte_flow rules installed by start()
 };
 
 class Port {
@@ -53,6 +66,8 @@ class Port {
   rte_mempool* tx_pool() const { return tx_pool_; }
   // "up 10000 Mbps full-duplex" or "down".
   std::string link_text() const;
+  // The XDP program's handle after start() on an af_xdp port with xdp_prog=; nullptr otherwise.
+  const nic_offload::XdpProgram* xdp() const { return xdp_.get(); }
 
  private:
   Port() = default;
@@ -61,6 +76,9 @@ class Port {
   rte_mempool* tx_pool_ = nullptr;
   bool configured_ = false;
   bool started_ = false;
+  std::string xdp_iface_;  // iface= of an af_xdp vdev with xdp_prog=
+  nic_offload::FlowInstaller flows_;
+  std::unique_ptr<nic_offload::XdpProgram> xdp_;
 };
 
 // "aa:bb:cc:dd:ee:ff"

@@ -8,6 +8,11 @@
 //                           running, slots_completed, ms_since_progress}, "server": {counters}}
 //   /sumcast/config         the agg.conf in effect, by section (never the token itself)
 //   /sumcast/version        {"sumcastd": ..., "dpdk": ...}
+//   /sumcast/port           the data port's offload path (nic_offload): path, software_dispatch,
+//                           queues, rss, flow_rules, tx_ipv4_cksum_offload, reason (long strings in
+//                           127-byte pieces: reason, reason_2, ...), cap_<name> per capability row,
+//                           and on an XDP port xdp_prog_id, xdp_redirected, xdp_passed,
+//                           xdp_redirect_failed
 // Counters are read relaxed while the lcores run. Every counter dict has the same keys in the
 // same order (see read_counters), zero or not.
 // The same counters, the jobs and the slot-completion latency histograms also go to Prometheus:
@@ -26,6 +31,7 @@
 #include "sumcast/control/server.h"
 #include "sumcast/dpdk/lcore.h"
 #include "sumcast/dpdk/port.h"
+#include "sumcast/nic_offload/xdp_program.h"
 #include "sumcast/status.h"
 #include "sumcast/telemetry/prometheus.h"
 
@@ -38,6 +44,7 @@ struct TelemetrySource {
   const control::Server* server = nullptr;
   const config::AggConfig* config = nullptr;
   const PortInfo* port = nullptr;
+  const nic_offload::XdpProgram* xdp = nullptr;  // the port's XDP program, if any
 };
 
 // One counter of one core (or a sum over cores).
