@@ -22,6 +22,10 @@
 //                                                          (from L2-resident to DRAM)
 //   memory/ranks:<n>/slots:<S>/jobs:<J>/<dtype>/payload:<B>  appliance bytes (counter `bytes`) from
 //                                                          EngineOptions::allocate; time = add_job x J
+//   deterministic/<dtype>/payload:<B>/icrc:on/n:<ranks>   engine/... with JobSpec::deterministic
+//                                                          (docs/fidelity.md): payloads staged, summed
+//                                                          in rank order at completion
+//   memory/deterministic/ranks:<n>/...                     its appliance bytes
 // SUMCAST_BENCH_PASSES=N in the environment fixes the passes per benchmark (for instruction
 // counts: valgrind --tool=callgrind --toggle-collect='*process_burst*' gives Ir per packet).
 #include <benchmark/benchmark.h>
@@ -67,6 +71,7 @@ struct Scenario {
   uint32_t slots = kDefaultSlots;  // per job; reduced (not below 1) to keep the feed near kFeedBytes
   uint32_t jobs = 1;
   size_t feed_bytes = kFeedBytes;  // target size of one pass's frames
+  bool deterministic = false;      // JobSpec::deterministic
 };
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -126,8 +131,10 @@ EngineOptions appliance_options(bool icrc) {
   return o;
 }
 
-JobSpec job_spec(uint32_t job_index, uint32_t ranks, uint32_t slots, Dtype dtype, uint32_t payload) {
+JobSpec job_spec(uint32_t job_index, uint32_t ranks, uint32_t slots, Dtype dtype, uint32_t payload,
+                 bool deterministic = false) {
   JobSpec j;
+  j.deterministic = deterministic;
   j.job_id = 100 + job_index;
   j.qkey = 0x5C000000u | job_index;
   j.dtype = dtype;
@@ -171,7 +178,8 @@ Feed::Feed(const Scenario& s) : sc(s), options(appliance_options(s.icrc)) {
   while (slots > 1 && 2 * slots * per_slot_round > target && s.slots == kDefaultSlots) slots /= 2;
   rounds = static_cast<uint32_t>(std::max<size_t>(2, target / (slots * per_slot_round)));
   rounds = (rounds + 1) & ~1u;
-  for (uint32_t j = 0; j < s.jobs; ++j) jobs.push_back(job_spec(j, s.ranks, slots, s.dtype, s.payload));
+  for (uint32_t j = 0; j < s.jobs; ++j)
+    jobs.push_back(job_spec(j, s.ranks, slots, s.dtype, s.payload, s.deterministic));
 
   const size_t count = size_t{rounds} * slots * per_slot_round;
   storage = huge_alloc(count * stride);
@@ -380,7 +388,9 @@ void counting_release(void* p, void* ctx) {
 
 void run_memory(benchmark::State& state, const Scenario& sc) {
   std::vector<JobSpec> jobs;
-  for (uint32_t j = 0; j < sc.jobs; ++j) jobs.push_back(job_spec(j, sc.ranks, sc.slots, sc.dtype, sc.payload));
+  for (uint32_t j = 0; j < sc.jobs; ++j) {
+    jobs.push_back(job_spec(j, sc.ranks, sc.slots, sc.dtype, sc.payload, sc.deterministic));
+  }
   AllocCount count;
   EngineOptions o = appliance_options(sc.icrc);
   o.allocate = counting_allocate;
@@ -443,6 +453,20 @@ void register_all() {
       }
     }
   }
+  // Deterministic mode against engine/... (and scale/ranks:256) with the same frames.
+  for (const Dtype d : dtypes) {
+    for (const uint32_t n : {2u, 8u, 64u, 256u}) {
+      Scenario s;
+      s.dtype = d;
+      s.ranks = n;
+      s.deterministic = true;
+      benchmark::RegisterBenchmark(
+          ("deterministic/" + std::string(wire::dtype_name(d)) + "/payload:1024/icrc:on/n:" + std::to_string(n))
+              .c_str(),
+          run_engine, s)
+          ->Apply(timed);
+    }
+  }
   // Scaling of the per-packet cost: 1 KiB fp32, ICRC on.
   for (const uint32_t n : {2u, 4u, 8u, 16u, 32u, 64u, 128u, 256u}) {
     Scenario s;
@@ -468,16 +492,17 @@ void register_all() {
     benchmark::RegisterBenchmark(("scale/feed_KiB:" + std::to_string(kib)).c_str(), run_engine, s)->Apply(timed);
   }
   // Appliance memory.
-  auto memory = [](uint32_t n, uint32_t slots, uint32_t jobs, Dtype d, uint32_t payload) {
+  auto memory = [](uint32_t n, uint32_t slots, uint32_t jobs, Dtype d, uint32_t payload, bool det = false) {
     Scenario s;
+    s.deterministic = det;
     s.ranks = n;
     s.slots = slots;
     s.jobs = jobs;
     s.dtype = d;
     s.payload = payload;
-    const std::string name = "memory/ranks:" + std::to_string(n) + "/slots:" + std::to_string(slots) +
-                             "/jobs:" + std::to_string(jobs) + "/" + wire::dtype_name(d) +
-                             "/payload:" + std::to_string(payload);
+    const std::string name = std::string(det ? "memory/deterministic/" : "memory/") + "ranks:" + std::to_string(n) +
+                             "/slots:" + std::to_string(slots) + "/jobs:" + std::to_string(jobs) + "/" +
+                             wire::dtype_name(d) + "/payload:" + std::to_string(payload);
     benchmark::RegisterBenchmark(name.c_str(), run_memory, s)->Unit(benchmark::kMicrosecond)->Iterations(3);
   };
   for (const uint32_t n : {2u, 4u, 8u, 16u, 32u, 64u, 128u, 256u}) memory(n, 64, 1, Dtype::kFp32, 1024);
@@ -486,6 +511,10 @@ void register_all() {
   memory(8, 64, 1, Dtype::kBf16, 1024);
   memory(8, 64, 1, Dtype::kFp32, 4096);
   memory(256, 1024, 64, Dtype::kFp32, 4096);  // every limit at its default maximum
+  for (const uint32_t n : {8u, 64u, 256u}) {  // staging: + local slots x n x payload per job
+    memory(n, 64, 1, Dtype::kFp32, 1024, true);
+    memory(n, 64, 1, Dtype::kBf16, 1024, true);
+  }
 }
 
 }  // namespace

@@ -170,6 +170,30 @@ TEST(ControlCodecLayout, GrantMatchesTable) {
   EXPECT_EQ(enc(m), want);
 }
 
+TEST(ControlCodecLayout, DeterministicFlagIsRegisterByte27Bit0AndGrantByte24Bit1) {
+  RegisterMsg r = sample_register();
+  r.deterministic = true;
+  const Bytes reg = enc(r);
+  EXPECT_EQ(reg[kControlHeaderLen + 27], 0x01);
+  r.deterministic = false;
+  EXPECT_EQ(enc(r)[kControlHeaderLen + 27], 0x00) << "a default registration is what older appliances accept";
+  RegisterMsg rd;
+  ASSERT_EQ(decode(std::span<const uint8_t>(reg), &rd), ControlError::kOk);
+  EXPECT_TRUE(rd.deterministic);
+
+  GrantMsg g = sample_grant();
+  g.multicast = false;
+  g.deterministic = true;
+  const Bytes grant = enc(g);
+  EXPECT_EQ(grant[kControlHeaderLen + 24], 0x02);
+  g.multicast = true;
+  EXPECT_EQ(enc(g)[kControlHeaderLen + 24], 0x03);
+  GrantMsg gd;
+  ASSERT_EQ(decode(std::span<const uint8_t>(grant), &gd), ControlError::kOk);
+  EXPECT_TRUE(gd.deterministic);
+  EXPECT_FALSE(gd.multicast);
+}
+
 TEST(ControlCodecLayout, AbortMatchesTable) {
   const Bytes want = {0x53, 0x55, 0x4D, 0x43, 0x01, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00,
                       0x09, 0x00, 0x00, 0x00, 0x09, 0x01, 0x00, 0x00, 0x01, 't'};
@@ -213,7 +237,13 @@ TEST(ControlCodecRoundTrip, EveryMessageType) {
   expect_round_trip(AuthOkMsg{});
   expect_round_trip(AuthFailMsg{});
   expect_round_trip(sample_register());
+  RegisterMsg det_register = sample_register();
+  det_register.deterministic = true;
+  expect_round_trip(det_register);
   expect_round_trip(sample_grant());
+  GrantMsg det_grant = sample_grant();
+  det_grant.deterministic = true;
+  expect_round_trip(det_grant);
   expect_round_trip(sample_refuse());
   expect_round_trip(sample_leave());
   expect_round_trip(sample_abort());
@@ -371,12 +401,14 @@ TEST(ControlCodecReject, BodyFields) {
   EXPECT_EQ(dec(corrupt(reg, 5, {kReduceOpCount}), &r), ControlError::kBadOp);
   EXPECT_EQ(dec(corrupt(reg, 22, {0x01}), &r), ControlError::kBadQpn);
   EXPECT_EQ(dec(corrupt(reg, 26, {kMaxJobNameLen + 1}), &r), ControlError::kBadNameLength);
-  EXPECT_EQ(dec(corrupt(reg, 27, {1}), &r), ControlError::kBadReserved);
+  EXPECT_EQ(dec(corrupt(reg, 27, {0x02}), &r), ControlError::kBadReserved);  // bit 0 is deterministic
+  EXPECT_EQ(dec(corrupt(reg, 27, {0x81}), &r), ControlError::kBadReserved);
 
   GrantMsg g;
   const Bytes grant = enc(sample_grant());
   EXPECT_EQ(dec(corrupt(grant, 0, {0, 0, 0, 0}), &g), ControlError::kBadJobId);
-  EXPECT_EQ(dec(corrupt(grant, 24, {0x03}), &g), ControlError::kBadReserved);
+  EXPECT_EQ(dec(corrupt(grant, 24, {0x04}), &g), ControlError::kBadReserved);  // bits 0, 1 are flags
+  EXPECT_EQ(dec(corrupt(grant, 24, {0x83}), &g), ControlError::kBadReserved);
   EXPECT_EQ(dec(corrupt(grant, 25, {0x01}), &g), ControlError::kBadReserved);
   EXPECT_EQ(dec(corrupt(grant, 26, {0, 0}), &g), ControlError::kBadQpnCount);
   EXPECT_EQ(dec(corrupt(grant, 26, {0x01, 0x01}), &g), ControlError::kBadQpnCount);  // 257

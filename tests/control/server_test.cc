@@ -480,6 +480,46 @@ TEST_F(ServerTest, WorldSizeDtypeOrOpMismatchRefused) {
   EXPECT_FALSE(first.pending.get().ok());
 }
 
+TEST_F(ServerTest, DeterministicFlagReachesTheDataplaneAndTheGrantAndMustBeUnanimous) {
+  start(options());
+  std::vector<Member> members;
+  for (uint16_t r = 0; r < 2; ++r) {
+    RegisterRequest req = request("det", 2, r);
+    req.deterministic = true;
+    members.push_back(begin_register(req));
+  }
+  for (auto& m : members) {
+    Result<JobGrant> g = m.pending.get();
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_TRUE(g->deterministic);
+  }
+  const auto installs = sink_.installs();
+  ASSERT_EQ(installs.size(), 1u);
+  EXPECT_TRUE(installs[0].deterministic);
+
+  // A rank that disagrees with the ranks already registered is refused; a default job stays default.
+  Member first = begin_register(request("mixed", 3, 0));
+  ASSERT_TRUE(wait_registered("mixed", 1));
+  auto c = connect();
+  RegisterRequest det = request("mixed", 3, 1);
+  det.deterministic = true;
+  auto r = c->register_rank(det, 5000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kRefused);
+  EXPECT_NE(r.status().message().find("job_mismatch"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("deterministic"), std::string::npos) << r.status().to_string();
+  RegisterRequest plain = request("mixed", 3, 1);
+  Member second = begin_register(plain);
+  Member third = begin_register(request("mixed", 3, 2));
+  for (Member* m : {&first, &second, &third}) {
+    Result<JobGrant> g = m->pending.get();
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_FALSE(g->deterministic);
+  }
+  ASSERT_EQ(sink_.installs().size(), 2u);
+  EXPECT_FALSE(sink_.installs()[1].deterministic);
+}
+
 TEST_F(ServerTest, DtypeNotAcceptedRefused) {
   ServerOptions o = options();
   o.dtypes = {wire::Dtype::kFp32, wire::Dtype::kBf16};

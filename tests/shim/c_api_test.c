@@ -1,7 +1,7 @@
 /* The C API, compiled as C and linked against libsumcast.so: version, defaults, errors without a
- * communicator, blocking and non-blocking all-reduce (in place and not) on two rank threads
- * against an embedded service, counters, failure after the service stops, and that the shared
- * library exports the C API and nothing of the C++ core. */
+ * communicator, blocking and non-blocking all-reduce (in place and not) and a deterministic job on
+ * two rank threads against an embedded service, counters, failure after the service stops, and
+ * that the shared library exports the C API and nothing of the C++ core. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -129,6 +129,42 @@ static void* rank_main(void* arg) {
   return NULL;
 }
 
+/* A deterministic job (API 1.1): the flag reaches the service, which grants it (else create
+ * fails), and the result is the rank-order sum of non-integer inputs. */
+static float real_input(int rank, size_t i) { return (float)(i % 97) * 0.3183099f - (float)rank * 1.4142135f; }
+static void* deterministic_main(void* arg) {
+  const int rank = (int)(size_t)arg;
+  sumcast_config cfg;
+  sumcast_config_init(&cfg);
+  sumcast_appliance app = {g_address, 1.0};
+  cfg.job_name = "c-api-deterministic";
+  cfg.rank = (uint32_t)rank;
+  cfg.world_size = kWorld;
+  cfg.appliances = &app;
+  cfg.appliance_count = 1;
+  cfg.auth_token = kToken;
+  cfg.bind_ip = "127.0.0.1";
+  cfg.deterministic = 1;
+  sumcast_comm* comm = NULL;
+  if (sumcast_comm_create(&cfg, &comm) != SUMCAST_OK) {
+    check_locked(0, "deterministic create", rank, sumcast_last_error(NULL));
+    return NULL;
+  }
+  float* buf = malloc(kCount * sizeof(float));
+  for (size_t i = 0; i < kCount; ++i) buf[i] = real_input(rank, i);
+  const sumcast_result rc = sumcast_allreduce(comm, buf, buf, kCount);
+  int ok = rc == SUMCAST_OK;
+  for (size_t i = 0; ok && i < kCount; ++i) {
+    float want = real_input(0, i);
+    for (int r = 1; r < kWorld; ++r) want += real_input(r, i);
+    ok = memcmp(&buf[i], &want, sizeof want) == 0;
+  }
+  check_locked(ok, "deterministic allreduce", rank, sumcast_last_error(comm));
+  free(buf);
+  sumcast_comm_destroy(comm);
+  return NULL;
+}
+
 /* A communicator whose appliance goes away fails its next call, and says so. */
 static void* orphan_main(void* arg) {
   const int rank = (int)(size_t)arg;
@@ -161,6 +197,7 @@ int main(void) {
   CHECK(cfg.payload_bytes == 1024);
   CHECK(cfg.rto_initial_us == 5000);
   CHECK(cfg.dtype == SUMCAST_FP32 && cfg.op == SUMCAST_SUM);
+  CHECK(cfg.deterministic == 0);
 
   /* Errors before any communicator exists go to sumcast_last_error(NULL). */
   sumcast_comm* comm = (sumcast_comm*)&cfg;
@@ -199,6 +236,8 @@ int main(void) {
   }
   pthread_t t[kWorld];
   for (int r = 0; r < kWorld; ++r) pthread_create(&t[r], NULL, rank_main, (void*)(size_t)r);
+  for (int r = 0; r < kWorld; ++r) pthread_join(t[r], NULL);
+  for (int r = 0; r < kWorld; ++r) pthread_create(&t[r], NULL, deterministic_main, (void*)(size_t)r);
   for (int r = 0; r < kWorld; ++r) pthread_join(t[r], NULL);
 
   sumcast_comm* orphans[kWorld];

@@ -10,7 +10,11 @@
 //
 // --check compares every result of every iteration with the exact answer computed locally from
 // the same deterministic, integer-valued inputs every rank generates (exact in any dtype while
-// |sum| stays representable: fp16 up to 512 ranks, bf16 up to 64).
+// |sum| stays representable: fp16 up to 512 ranks, bf16 up to 64). With --inputs real the inputs
+// are non-integer, of mixed magnitudes and signs, so that the sum depends on the order of the
+// additions; --check then needs --deterministic and compares with the documented deterministic
+// result (docs/fidelity.md): the rank-order sum in the accumulator type, rounded once. --dump
+// writes the results' bytes, to compare runs bitwise.
 //
 // Exit status: 0 when every call succeeded and every check passed, 1 otherwise, 2 on bad usage.
 #include <unistd.h>
@@ -19,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "sumcast/embedded/service.h"
+#include "sumcast/kernels/kernels.h"
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/communicator.h"
 
@@ -59,6 +65,9 @@ struct Options {
   bool check = false;
   bool in_place = false;
   bool json = false;
+  bool deterministic = false;
+  bool real_inputs = false;
+  std::string dump;  // file for the first local rank's results (each size's last iteration)
   std::string bind_ip;
   uint32_t payload = 1024;
   uint32_t slots = 0;
@@ -86,6 +95,12 @@ void usage(FILE* f) {
                "                             iteration gets new inputs; an out-of-place receive buffer is\n"
                "                             poisoned before each call, so a result not written is wrong)\n"
                "  --in-place                 send buffer = receive buffer (inputs rewritten each time)\n"
+               "  --deterministic            ask for deterministic summation (docs/fidelity.md)\n"
+               "  --inputs int|real          integer inputs (default; exact sums) or non-integer ones of\n"
+               "                             mixed magnitudes (sums depend on the order of additions;\n"
+               "                             --check then needs --deterministic)\n"
+               "  --dump PATH                write the first local rank's results (each size's last\n"
+               "                             iteration, raw bytes in order) to PATH (%%r: that rank)\n"
                "  --bind IP                  local IPv4 for the data socket (default: route to appliance)\n"
                "  --payload B --slots S      payload bytes per packet wanted (1024), window slots (0 = default)\n"
                "  --rto-us U --retries N --op-timeout-ms T   reliability knobs (5000, 100, 30000)\n"
@@ -178,6 +193,8 @@ int parse_args(int argc, char** argv, Options* o) {
       o->in_place = true;
     } else if (a == "--json") {
       o->json = true;
+    } else if (a == "--deterministic") {
+      o->deterministic = true;
     } else if ((v = need(i)) == nullptr) {
       return 2;
     } else if (a == "--appliance") {
@@ -224,6 +241,11 @@ int parse_args(int argc, char** argv, Options* o) {
       ok = parse_int(v, 0, 100000000, &n), o->op_timeout_ms = static_cast<uint32_t>(n);
     } else if (a == "--serve") {
       o->serve = v;
+    } else if (a == "--inputs") {
+      ok = std::strcmp(v, "int") == 0 || std::strcmp(v, "real") == 0;
+      o->real_inputs = std::strcmp(v, "real") == 0;
+    } else if (a == "--dump") {
+      o->dump = v;
     } else {
       std::fprintf(stderr, "sumcast-allreduce: unknown option %s\n", a.c_str());
       usage(stderr);
@@ -241,6 +263,10 @@ int parse_args(int argc, char** argv, Options* o) {
   if (o->rank + o->local_ranks > o->world) {
     std::fprintf(stderr, "sumcast-allreduce: ranks %d..%d exceed --world %d\n", o->rank, o->rank + o->local_ranks - 1,
                  o->world);
+    return 2;
+  }
+  if (o->real_inputs && o->check && (!o->deterministic || o->op != ReduceOp::kSum)) {
+    std::fprintf(stderr, "sumcast-allreduce: --check with --inputs real needs --deterministic and --op sum\n");
     return 2;
   }
   if (o->appliances.empty() && o->serve.empty()) {
@@ -309,9 +335,106 @@ void store_int(Dtype d, uint8_t* p, int v) {
   }
 }
 
-void fill_input(Dtype d, uint8_t* p, uint64_t count, int rank, int salt) {
+// --inputs real: +-m * 2^e, m in [1, 2) with random low bits, e in [-12, 3]: non-integers whose
+// sums round in every dtype. A hash of (rank, i, salt), so every rank computes everyone's inputs.
+double real_value(int rank, uint64_t i, int salt) {
+  uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(rank) + 1) * 0xC2B2AE3D27D4EB4Full ^
+               static_cast<uint64_t>(salt) * 0x165667B19E3779F9ull;
+  h ^= h >> 31;
+  h *= 0xD6E8FEB86659FD93ull;
+  h ^= h >> 32;
+  const double m = 1.0 + static_cast<double>(h & 0xFFFFF) / 1048576.0;
+  const int e = static_cast<int>((h >> 20) % 16) - 12;
+  return ((h >> 40) & 1) != 0 ? -std::ldexp(m, e) : std::ldexp(m, e);
+}
+
+// `v` in dtype d (fp16/bf16 rounded to nearest even; int32 truncated).
+void store_real(Dtype d, uint8_t* p, double v) {
+  switch (d) {
+    case Dtype::kFp32: {
+      const auto f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      return;
+    }
+    case Dtype::kFp64:
+      std::memcpy(p, &v, 8);
+      return;
+    case Dtype::kInt32: {
+      const auto x = static_cast<int32_t>(v * 1000);
+      std::memcpy(p, &x, 4);
+      return;
+    }
+    case Dtype::kFp16:
+    case Dtype::kBf16: {
+      const auto f = static_cast<float>(v);
+      const uint16_t h = d == Dtype::kFp16 ? sumcast::kernels::float_to_half(f) : sumcast::kernels::float_to_bf16(f);
+      std::memcpy(p, &h, 2);
+      return;
+    }
+  }
+}
+
+void fill_input(Dtype d, bool real, uint8_t* p, uint64_t count, int rank, int salt) {
   const size_t es = sumcast::wire::dtype_size(d);
-  for (uint64_t i = 0; i < count; ++i) store_int(d, p + i * es, input_value(rank, i, salt));
+  for (uint64_t i = 0; i < count; ++i) {
+    if (real) {
+      store_real(d, p + i * es, real_value(rank, i, salt));
+    } else {
+      store_int(d, p + i * es, input_value(rank, i, salt));
+    }
+  }
+}
+
+// The deterministic mode's result (docs/fidelity.md): x_0 + x_1 + ... + x_{n-1}, left to right in
+// the accumulator type (fp32 for fp16/bf16/fp32, fp64, int32 wrapping), rounded once to the dtype.
+void fill_expected_real(Dtype d, uint8_t* p, uint64_t count, int world, int salt) {
+  const size_t es = sumcast::wire::dtype_size(d);
+  uint8_t x[8];
+  for (uint64_t i = 0; i < count; ++i) {
+    float accf = 0;
+    double accd = 0;
+    uint32_t acci = 0;
+    for (int r = 0; r < world; ++r) {
+      store_real(d, x, real_value(r, i, salt));
+      switch (d) {
+        case Dtype::kFp64: {
+          double v;
+          std::memcpy(&v, x, 8);
+          accd = r == 0 ? v : accd + v;
+          break;
+        }
+        case Dtype::kInt32: {
+          uint32_t v;
+          std::memcpy(&v, x, 4);
+          acci += v;
+          break;
+        }
+        default: {
+          float v;
+          if (d == Dtype::kFp32) {
+            std::memcpy(&v, x, 4);
+          } else {
+            uint16_t h;
+            std::memcpy(&h, x, 2);
+            v = d == Dtype::kFp16 ? sumcast::kernels::half_to_float(h) : sumcast::kernels::bf16_to_float(h);
+          }
+          accf = r == 0 ? v : accf + v;
+        }
+      }
+    }
+    uint8_t* out = p + i * es;
+    if (d == Dtype::kFp64) {
+      std::memcpy(out, &accd, 8);
+    } else if (d == Dtype::kInt32) {
+      std::memcpy(out, &acci, 4);
+    } else if (d == Dtype::kFp32) {
+      std::memcpy(out, &accf, 4);
+    } else {
+      const uint16_t h =
+          d == Dtype::kFp16 ? sumcast::kernels::float_to_half(accf) : sumcast::kernels::float_to_bf16(accf);
+      std::memcpy(out, &h, 2);
+    }
+  }
 }
 
 void fill_expected(Dtype d, ReduceOp op, uint8_t* p, uint64_t count, int world, int salt) {
@@ -349,6 +472,7 @@ struct Shared {
   std::string first_error;
   std::vector<std::pair<std::string, uint64_t>> stats;  // first local rank's counters
   uint64_t total_wrong = 0;
+  std::vector<uint8_t> dump;  // first local rank's results, each size's last iteration
 };
 
 void record_error(Shared* sh, int rank, const std::string& what) {
@@ -382,8 +506,15 @@ void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shar
   int salt = 0;
   for (const uint64_t count : o.counts) {
     ++salt;
-    fill_input(o.dtype, send.data(), count, rank, salt);
-    if (o.check) fill_expected(o.dtype, o.op, want.data(), count, o.world, salt);
+    auto expect = [&] {
+      if (o.real_inputs) {
+        fill_expected_real(o.dtype, want.data(), count, o.world, salt);
+      } else {
+        fill_expected(o.dtype, o.op, want.data(), count, o.world, salt);
+      }
+    };
+    fill_input(o.dtype, o.real_inputs, send.data(), count, rank, salt);
+    if (o.check) expect();
     Row row;
     row.bytes = count * es;
     row.count = count;
@@ -397,7 +528,7 @@ void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shar
       return true;
     };
     for (int w = 0; w < o.warmup; ++w) {
-      if (o.in_place) fill_input(o.dtype, recv.data(), count, rank, salt);
+      if (o.in_place) fill_input(o.dtype, o.real_inputs, recv.data(), count, rank, salt);
       if (!one()) return;
     }
     // A one-element all-reduce lines the ranks up before the timed loop.
@@ -409,11 +540,11 @@ void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shar
     for (int it = 0; it < o.iters; ++it) {
       if (o.check && it > 0) {  // new inputs, so that a result left from the last call is wrong; not timed
         ++salt;
-        fill_input(o.dtype, send.data(), count, rank, salt);
-        fill_expected(o.dtype, o.op, want.data(), count, o.world, salt);
+        fill_input(o.dtype, o.real_inputs, send.data(), count, rank, salt);
+        expect();
       }
       if (o.in_place) {
-        fill_input(o.dtype, recv.data(), count, rank, salt);  // not timed
+        fill_input(o.dtype, o.real_inputs, recv.data(), count, rank, salt);  // not timed
       } else if (o.check) {
         std::memset(recv.data(), 0xA5, count * es);  // poison: an element never written is wrong
       }
@@ -427,6 +558,7 @@ void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shar
       std::lock_guard<std::mutex> lock(sh->mu);
       sh->total_wrong += row.wrong;
       if (report) sh->rows.push_back(row);
+      if (report && !o.dump.empty()) sh->dump.insert(sh->dump.end(), recv.begin(), recv.begin() + count * es);
     }
   }
 }
@@ -493,6 +625,7 @@ int main(int argc, char** argv) {
   base.rto_max_us = std::max<uint32_t>(o.rto_us, 200000);
   base.retries = o.retries;
   base.op_timeout_ms = o.op_timeout_ms;
+  base.deterministic = o.deterministic;
 
   const bool printer = o.rank == 0;
   if (printer && !o.json) {
@@ -537,6 +670,16 @@ int main(int argc, char** argv) {
       if (value != 0) std::printf(" %s=%" PRIu64, name.c_str(), value);
     }
     std::printf("\n");
+  }
+  if (!o.dump.empty()) {
+    std::string path = o.dump;
+    if (const size_t at = path.find("%r"); at != std::string::npos) path.replace(at, 2, std::to_string(o.rank));
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(sh.dump.data()), static_cast<std::streamsize>(sh.dump.size()));
+    if (!f) {
+      std::fprintf(stderr, "sumcast-allreduce: cannot write %s\n", path.c_str());
+      return 1;
+    }
   }
   if (sh.failed) {
     std::fprintf(stderr, "sumcast-allreduce: %s\n", sh.first_error.c_str());

@@ -120,6 +120,7 @@ struct Job {
   uint16_t world_size = 0;
   w::Dtype dtype = w::Dtype::kFp32;
   w::ReduceOp op = w::ReduceOp::kSum;
+  bool deterministic = false;      // REGISTER flag (docs/fidelity.md); every rank must agree
   std::vector<JobMember> members;  // index = rank
   uint16_t registered = 0;
   Clock::time_point first_registration;
@@ -664,6 +665,12 @@ void Server::Impl::handle_register(Conn& c, const w::RegisterMsg& m, Clock::time
     if (job->running) {
       return refuse(c, RefuseCode::kJobRunning, who + ": a job of that name is already running", now);
     }
+    if (job->deterministic != m.deterministic) {
+      return refuse(c, RefuseCode::kJobMismatch,
+                    who + (m.deterministic ? " asks for" : " does not ask for") +
+                        " deterministic summation; the job's other ranks " + (job->deterministic ? "do" : "do not"),
+                    now);
+    }
     if (job->world_size != m.world_size || job->dtype != m.dtype || job->op != m.op) {
       return refuse(c, RefuseCode::kJobMismatch,
                     who + " asks for world size " + std::to_string(m.world_size) + ", " + w::dtype_name(m.dtype) +
@@ -685,6 +692,7 @@ void Server::Impl::handle_register(Conn& c, const w::RegisterMsg& m, Clock::time
     j.world_size = m.world_size;
     j.dtype = m.dtype;
     j.op = m.op;
+    j.deterministic = m.deterministic;
     j.members.resize(m.world_size);
     j.first_registration = now;
     job = &jobs.emplace(j.key, std::move(j)).first->second;
@@ -735,6 +743,7 @@ void Server::Impl::start_job(Job& job, Clock::time_point now) {
   spec.qkey = random_qkey();
   spec.dtype = job.dtype;
   spec.op = job.op;
+  spec.deterministic = job.deterministic;
   spec.slot_count = 0xFFFF;
   spec.max_payload_bytes = 0xFFFF;
   for (const JobMember& mem : job.members) {
@@ -782,6 +791,7 @@ void Server::Impl::start_job(Job& job, Clock::time_point now) {
   g.ip = opt.data_ip;
   g.udp_port = w::kRoceUdpPort;
   g.multicast = spec.multicast;
+  g.deterministic = spec.deterministic;
   g.multicast_ip = spec.mcast_ip;
   g.core_qpns = opt.core_qpns;
   for (JobMember& mem : job.members) {

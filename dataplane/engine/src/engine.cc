@@ -10,6 +10,9 @@
 //   shadow    local_slots x 2 x shadow_stride: finished results in wire dtype, only for dtypes
 //             whose accumulator type differs (fp16, bf16); for fp32/int32/fp64 the accumulator
 //             is the finished result and doubles as the shadow copy.
+//   stage     deterministic jobs only: local_slots x world x stage_stride, each rank's payload
+//             (wire format) of the slot's open round, summed in rank order at completion. One
+//             area per slot, not per version: a version opens only once the other is not open.
 // A slot's local index is slot / core_count (this core owns slot % core_count == core_index).
 #include "sumcast/engine/engine.h"
 
@@ -101,7 +104,10 @@ struct Job {
   uint32_t shift = 0x80000000u;   // x^0
   uint8_t* slots = nullptr;
   uint8_t* acc = nullptr;
-  uint8_t* shadow = nullptr;  // nullptr: the accumulator is the result
+  uint8_t* shadow = nullptr;   // nullptr: the accumulator is the result
+  bool deterministic = false;  // JobSpec::deterministic: payloads staged, summed in rank order
+  size_t stage_stride = 0;     // bytes per rank's staged payload
+  uint8_t* stage = nullptr;    // deterministic only: [local][rank] payloads of the open round
   kernels::LoadFn load = nullptr;
   kernels::AccumulateFn accumulate = nullptr;
   kernels::FinishFn finish = nullptr;
@@ -120,6 +126,7 @@ struct Job {
   uint8_t* accumulator(uint32_t local, unsigned parity) const {
     return acc + (size_t{local} * 2 + parity) * acc_stride;
   }
+  uint8_t* staged(uint32_t local, uint32_t rank) const { return stage + (size_t{local} * world + rank) * stage_stride; }
   uint8_t* result(uint32_t local, unsigned parity) const {
     return shadow != nullptr ? shadow + (size_t{local} * 2 + parity) * shadow_stride : accumulator(local, parity);
   }
@@ -234,6 +241,7 @@ struct Engine::Impl {
   void apply(Pending& c, TxSink& tx);
   void contribute(Pending& c, TxSink& tx);
   void complete(Job& j, uint32_t local, uint16_t slot, unsigned parity, Version& v, TxSink& tx);
+  static void sum_staged(const Job& j, uint32_t local, unsigned parity, size_t elems);
   wire::Addressing addressing(const Job& j, uint16_t rank) const;
   bool emit(const Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, uint16_t rank, TxSink& tx);
   uint64_t replicate(Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, TxSink& tx);
@@ -446,7 +454,11 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
         drop(DropReason::kChunkMismatch);
         return;
       }
-      j.accumulate(j.accumulator(c.local, p), c.pkt.payload, h.elem_count);
+      if (j.deterministic) {
+        std::memcpy(j.staged(c.local, h.rank), c.pkt.payload, c.pkt.payload_len);
+      } else {
+        j.accumulate(j.accumulator(c.local, p), c.pkt.payload, h.elem_count);
+      }
       word |= bit;
       bump(counters.contributions);
       bump(counters.payload_bytes, c.pkt.payload_len);
@@ -483,7 +495,11 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
     v.count = 1;
     std::memset(j.bitmap(c.local, p), 0, size_t{j.bitmap_words} * sizeof(uint64_t));
     word = bit;
-    j.load(j.accumulator(c.local, p), c.pkt.payload, h.elem_count);
+    if (j.deterministic) {
+      std::memcpy(j.staged(c.local, h.rank), c.pkt.payload, c.pkt.payload_len);
+    } else {
+      j.load(j.accumulator(c.local, p), c.pkt.payload, h.elem_count);
+    }
     bump(counters.contributions);
     bump(counters.payload_bytes, c.pkt.payload_len);
     if (j.world == 1) complete(j, c.local, h.slot, p, v, tx);
@@ -492,7 +508,18 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
   drop(DropReason::kStaleRound);
 }
 
+// Deterministic jobs: the accumulator becomes ((x_0 op x_1) op x_2) ... op x_{world-1}, with the
+// same kernels (so the same arithmetic, element by element) as arrival-order summation, but in an
+// order that does not depend on the network. The kernels are elementwise IEEE operations without
+// FMA or reassociation, so every ISA gives the same bits (NaN payloads aside, kernels.h).
+void Engine::Impl::sum_staged(const Job& j, uint32_t local, unsigned parity, size_t elems) {
+  uint8_t* acc = j.accumulator(local, parity);
+  j.load(acc, j.staged(local, 0), elems);
+  for (uint32_t r = 1; r < j.world; ++r) j.accumulate(acc, j.staged(local, r), elems);
+}
+
 void Engine::Impl::complete(Job& j, uint32_t local, uint16_t slot, unsigned parity, Version& v, TxSink& tx) {
+  if (j.deterministic) sum_staged(j, local, parity, v.elem_count);
   if (j.shadow != nullptr) {
     j.finish(j.result(local, parity), j.accumulator(local, parity), v.elem_count);
   }
@@ -690,11 +717,19 @@ Status Engine::add_job(const JobSpec& spec) {
   const size_t shadow_stride = acc_size == esize ? 0 : round_up(max_elems * esize, kCacheLine);
   const size_t slots_bytes = local_slots * slot_stride;
   const size_t acc_bytes = size_t{local_slots} * 2 * acc_stride;
-  const size_t total = members_bytes + dest_crc_bytes + opened_at_bytes + slots_bytes + acc_bytes +
-                       size_t{local_slots} * 2 * shadow_stride;
+  const size_t shadow_bytes = size_t{local_slots} * 2 * shadow_stride;
+  const size_t stage_stride = spec.deterministic ? round_up(max_elems * esize, kCacheLine) : 0;
+  const size_t stage_bytes = size_t{local_slots} * world * stage_stride;
+  const size_t total =
+      members_bytes + dest_crc_bytes + opened_at_bytes + slots_bytes + acc_bytes + shadow_bytes + stage_bytes;
 
   auto* mem = static_cast<uint8_t*>(m.allocate(total, o.alloc_ctx));
-  if (mem == nullptr) return Status::unavailable(what("could not allocate " + std::to_string(total) + " bytes"));
+  if (mem == nullptr) {
+    return Status::unavailable(what(
+        "could not allocate " + std::to_string(total) + " bytes" +
+        (stage_bytes != 0 ? " (" + std::to_string(stage_bytes) + " of them to stage payloads for deterministic mode)"
+                          : std::string())));
+  }
 
   j.active = true;
   j.job_id = spec.job_id;
@@ -717,6 +752,9 @@ Status Engine::add_job(const JobSpec& spec) {
   j.slots = mem + members_bytes + dest_crc_bytes + opened_at_bytes;
   j.acc = j.slots + slots_bytes;
   j.shadow = shadow_stride != 0 ? j.acc + acc_bytes : nullptr;
+  j.deterministic = spec.deterministic;
+  j.stage_stride = stage_stride;
+  j.stage = spec.deterministic ? j.acc + acc_bytes + shadow_bytes : nullptr;
   const auto d = static_cast<size_t>(spec.dtype);
   j.load = m.kt->load[d];
   j.accumulate = m.kt->accumulate[d][static_cast<size_t>(spec.op)];

@@ -247,6 +247,7 @@ Result<JobGrant> ControlClient::register_rank(const RegisterRequest& req, uint32
   m.udp_port = req.endpoint.udp_port;
   m.qpn = req.endpoint.qpn;
   m.name = req.job_name;
+  m.deterministic = req.deterministic;
   SUMCAST_RETURN_IF_ERROR(s.send_msg(m, deadline));
 
   const std::string what = "rank " + std::to_string(req.rank) + " of job '" + req.job_name + "'";
@@ -275,6 +276,7 @@ Result<JobGrant> ControlClient::register_rank(const RegisterRequest& req, uint32
       out.appliance.qpn = 0;
       out.core_qpns = std::move(g.core_qpns);
       out.multicast = g.multicast;
+      out.deterministic = g.deterministic;
       out.multicast_ip = g.multicast_ip;
       s.job_id = g.job_id;
       return out;

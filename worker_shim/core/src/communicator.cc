@@ -212,6 +212,7 @@ Status Communicator::init() {
     req.max_payload_bytes = static_cast<uint16_t>(c.payload_bytes);
     req.slots = c.slots;
     req.endpoint = me;
+    req.deterministic = c.deterministic;
     auto grant = a.control->register_rank(req, c.register_timeout_ms);
     if (!grant.ok()) {
       return Status(grant.status().code(), "appliance " + a.address + ": registering rank " + std::to_string(c.rank) +
@@ -223,6 +224,9 @@ Status Communicator::init() {
       return Status::unavailable("appliance " + a.address +
                                  " sends results by multicast, which the UDP transport "
                                  "does not receive yet");
+    }
+    if (c.deterministic && !g.deterministic) {
+      return Status::unavailable("appliance " + a.address + " did not grant deterministic summation");
     }
     if (g.slot_count == 0 || g.core_qpns.empty() || g.payload_bytes < elem_size_ ||
         g.payload_bytes > wire::kMaxPayloadBytes) {

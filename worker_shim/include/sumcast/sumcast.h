@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 #define SUMCAST_API_VERSION_MAJOR 1
-#define SUMCAST_API_VERSION_MINOR 0
+#define SUMCAST_API_VERSION_MINOR 1 /* 1: sumcast_config.deterministic */
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
 typedef enum sumcast_result {
@@ -121,6 +121,13 @@ typedef struct sumcast_config {
                                    today's appliances do not yet accept its packets: see
                                    docs/protocol.md, known gap 2) */
   const char* rdma_device;      /* verbs: device name; default NULL = the one holding bind_ip's GID */
+  /* API 1.1. Nonzero: ask for deterministic summation (docs/fidelity.md): every result is
+     bit-identical whatever the order in which the ranks' packets arrive and whatever was
+     retransmitted, at a memory cost on the appliance (checked at registration). The same on
+     every rank of the job (else SUMCAST_ERR_REFUSED). An appliance that does not offer it fails
+     sumcast_comm_create. Default 0: arrival-order summation within the error bound of
+     docs/fidelity.md. */
+  uint32_t deterministic;
 } sumcast_config;
 
 typedef struct sumcast_comm sumcast_comm;

@@ -130,6 +130,13 @@ struct JobSpec {
   uint8_t mcast_mac[6] = {};
   // The round every slot opens first (default 0); rounds then count up modulo 2^32.
   uint32_t first_round = 0;
+  // Deterministic (bitwise-reproducible) summation (docs/fidelity.md): each rank's payload is
+  // kept until the round has every contribution, then summed in rank order, so the result's bits
+  // do not depend on arrival order or retransmissions. Costs local slots x world x
+  // max_payload_bytes more memory per core (allocated by add_job, which refuses when it cannot)
+  // and one payload copy per contribution. false: sum in arrival order (within the error bound
+  // of docs/fidelity.md).
+  bool deterministic = false;
 };
 
 struct EngineOptions {

@@ -44,8 +44,9 @@
 //    20   2 udp_port
 //    22   4 qpn            < 2^24
 //    26   1 name_len       0..kMaxJobNameLen (64)
-//    27   1 reserved       0
-//    28   n name           job name; ranks of one job send the same name
+//    27   1 flags          bit 0: deterministic summation (docs/fidelity.md); other bits 0
+//                          (was "reserved, 0": an older appliance rejects a set bit)
+//    28   n name           job name; ranks of one job send the same name (and the same flags)
 //   GRANT (5) appliance -> every rank of a job once all registered; body_len = 32 + 4 * qpn_count
 //     0   4 job_id         != 0
 //     4   4 qkey           the job's Q_Key (bit 31 clear: not a controlled Q_Key)
@@ -54,7 +55,8 @@
 //    12   6 mac            the appliance's data port
 //    18   4 ipv4
 //    22   2 udp_port
-//    24   1 flags          bit 0: results by multicast; other bits 0
+//    24   1 flags          bit 0: results by multicast; bit 1: deterministic summation (echoes
+//                          REGISTER's bit 0); other bits 0
 //    25   1 reserved       0
 //    26   2 qpn_count      1..kMaxCoreQpns (256): one per appliance core
 //    28   4 multicast_ip   the job's group (0 unless multicast)
@@ -132,6 +134,8 @@ inline constexpr size_t kStatusReplyFixedLen = 4;
 inline constexpr size_t kStatusEntryFixedLen = 24;
 
 inline constexpr uint8_t kGrantFlagMulticast = 0x01;
+inline constexpr uint8_t kGrantFlagDeterministic = 0x02;
+inline constexpr uint8_t kRegisterFlagDeterministic = 0x01;
 inline constexpr uint8_t kStatusFlagTruncated = 0x01;
 
 enum class ControlType : uint8_t {
@@ -310,6 +314,7 @@ struct RegisterMsg {
   uint32_t ip = 0;
   uint16_t udp_port = 0;
   uint32_t qpn = 0;
+  bool deterministic = false;  // flags bit 0
   std::string name;
   bool operator==(const RegisterMsg&) const = default;
 };
@@ -323,6 +328,7 @@ struct GrantMsg {
   uint32_t ip = 0;
   uint16_t udp_port = 0;
   bool multicast = false;
+  bool deterministic = false;  // flags bit 1
   uint32_t multicast_ip = 0;
   std::vector<uint32_t> core_qpns;
   bool operator==(const GrantMsg&) const = default;
@@ -483,7 +489,7 @@ inline void write_body(const RegisterMsg& m, uint8_t* p) {
   store_be16(p + 20, m.udp_port);
   store_be32(p + 22, m.qpn);
   p[26] = static_cast<uint8_t>(m.name.size());
-  p[27] = 0;
+  p[27] = m.deterministic ? kRegisterFlagDeterministic : 0;
   put_bytes(p + 28, m.name);
 }
 inline void write_body(const GrantMsg& m, uint8_t* p) {
@@ -494,7 +500,8 @@ inline void write_body(const GrantMsg& m, uint8_t* p) {
   std::memcpy(p + 12, m.mac.data(), 6);
   store_be32(p + 18, m.ip);
   store_be16(p + 22, m.udp_port);
-  p[24] = m.multicast ? kGrantFlagMulticast : 0;
+  p[24] =
+      static_cast<uint8_t>((m.multicast ? kGrantFlagMulticast : 0) | (m.deterministic ? kGrantFlagDeterministic : 0));
   p[25] = 0;
   store_be16(p + 26, static_cast<uint16_t>(m.core_qpns.size()));
   store_be32(p + 28, m.multicast_ip);
@@ -593,7 +600,7 @@ inline ControlError decode_body(std::span<const uint8_t> b, RegisterMsg* out) {
   if (b.size() < kRegisterFixedLen) return ControlError::kBadBodyLength;
   const uint8_t* p = b.data();
   const size_t n = p[26];
-  if (p[27] != 0) return ControlError::kBadReserved;
+  if ((p[27] & ~kRegisterFlagDeterministic) != 0) return ControlError::kBadReserved;
   if (n > kMaxJobNameLen) return ControlError::kBadNameLength;
   if (b.size() != kRegisterFixedLen + n) return ControlError::kBadBodyLength;
   if (!is_valid_dtype(p[4])) return ControlError::kBadDtype;
@@ -610,6 +617,7 @@ inline ControlError decode_body(std::span<const uint8_t> b, RegisterMsg* out) {
   out->ip = load_be32(p + 16);
   out->udp_port = load_be16(p + 20);
   out->qpn = qpn;
+  out->deterministic = (p[27] & kRegisterFlagDeterministic) != 0;
   out->name = detail::get_bytes(p + kRegisterFixedLen, n);
   return ControlError::kOk;
 }
@@ -619,7 +627,7 @@ inline ControlError decode_body(std::span<const uint8_t> b, GrantMsg* out) {
   const size_t k = load_be16(p + 26);
   if (k == 0 || k > kMaxCoreQpns) return ControlError::kBadQpnCount;
   if (b.size() != kGrantFixedLen + 4 * k) return ControlError::kBadBodyLength;
-  if ((p[24] & ~kGrantFlagMulticast) != 0 || p[25] != 0) return ControlError::kBadReserved;
+  if ((p[24] & ~(kGrantFlagMulticast | kGrantFlagDeterministic)) != 0 || p[25] != 0) return ControlError::kBadReserved;
   const uint32_t job_id = load_be32(p);
   if (job_id == 0) return ControlError::kBadJobId;
   std::vector<uint32_t> qpns(k);
@@ -635,6 +643,7 @@ inline ControlError decode_body(std::span<const uint8_t> b, GrantMsg* out) {
   out->ip = load_be32(p + 18);
   out->udp_port = load_be16(p + 22);
   out->multicast = (p[24] & kGrantFlagMulticast) != 0;
+  out->deterministic = (p[24] & kGrantFlagDeterministic) != 0;
   out->multicast_ip = load_be32(p + 28);
   out->core_qpns = std::move(qpns);
   return ControlError::kOk;

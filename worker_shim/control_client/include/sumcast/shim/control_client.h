@@ -32,6 +32,7 @@ struct RegisterRequest {
   uint16_t max_payload_bytes = 1024;  // wanted; the grant may be smaller
   uint16_t slots = 0;                 // wanted; 0 = the appliance's default
   Endpoint endpoint;                  // where this rank receives results
+  bool deterministic = false;         // bitwise-reproducible summation (docs/fidelity.md); all ranks alike
 };
 
 struct JobGrant {
@@ -42,6 +43,7 @@ struct JobGrant {
   Endpoint appliance;               // MAC/IP/UDP port of the appliance's data port (qpn unused)
   std::vector<uint32_t> core_qpns;  // slot s goes to core_qpns[s % size()]
   bool multicast = false;
+  bool deterministic = false;  // the appliance sums this job deterministically
   uint32_t multicast_ip = 0;
 };
 

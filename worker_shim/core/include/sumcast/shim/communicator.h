@@ -94,6 +94,10 @@ struct CommConfig {
   uint32_t connect_timeout_ms = 10000;   // TCP connect + authentication, per appliance
   uint32_t register_timeout_ms = 60000;  // waiting for all ranks to register, per appliance
   bool verify_icrc = true;               // check the ICRC of every result (UDP transport)
+  // Ask the appliances for deterministic summation (docs/fidelity.md): results bit-identical
+  // whatever the arrival order and retransmissions. Same on every rank. An appliance that does not
+  // grant it fails create().
+  bool deterministic = false;
   TransportKind transport = TransportKind::kUdp;
   std::string rdma_device;  // verbs: device name; "": the one whose GID table holds bind_ip
   // Test seam: when set, the communicator's transport is passed through this (a decorator that
