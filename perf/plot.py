@@ -4,6 +4,7 @@
   plot.py RESULTS_DIR      engine.json -> engine.png, engine_scaling.png, engine_memory.png
                            kernels.json -> kernels.png; icrc.json -> icrc.png
                            memif.json -> memif.png; cluster*.json -> cluster*.png
+                           scaleout*.json -> scaleout*.png
 Files that are absent are skipped. Needs matplotlib (python3-matplotlib) for /usr/bin/python3.
 """
 import json
@@ -197,6 +198,40 @@ def cluster(path, out):
     save(fig, out)
 
 
+def scaleout(path, out):
+    """Algorithm bandwidth per k (appliances) for n hosts aggregating too: measured (each size),
+    BytePS' formula, and OpenMPI's best on the same links (perf/scaleout/run)."""
+    with open(path) as f:
+        data = json.load(f)
+    cases = data.get("cases", [])
+    if not cases:
+        return
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    ks = [c["k"] for c in cases]
+    sizes = sorted({r["bytes"] for c in cases for r in c["rows"]})
+    width = 0.8 / (len(sizes) + 1)
+    for i, size in enumerate(sizes):
+        vals = [next((r["algbw_mbit"] for r in c["rows"] if r["bytes"] == size), 0) for c in cases]
+        ax.bar([x + i * width for x in range(len(ks))], vals, width, color=f"C{i}",
+               label=f"Sumcast {size / 2**20:g} MiB")
+    ax.bar([x + len(sizes) * width for x in range(len(ks))], [c["formula_mbit"] for c in cases], width,
+           color="0.75", label="formula 2n(n-1)/(n^2+kn-2k)")
+    for m, style in zip(data.get("mpi", []), ("--", ":")):
+        best = max((r["algbw_mbit"] for r in m["rows"] if r["bytes"] in sizes), default=None)
+        if best:
+            ax.axhline(best, color="k", ls=style, lw=1, label=f"OpenMPI {m['algorithm']} (best size)")
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(ks))])
+    ax.set_xticklabels([f"k={k}" for k in ks])
+    ax.set_ylabel("algbw (Mbit/s)")
+    c0 = cases[0]
+    payload = f", payload {c0['payload']} B" if "payload" in c0 else ", payload 1024 B"
+    ax.set_title(f"scale-out: n={c0['ranks']} hosts + k appliances, every link {c0['rate_mbit']:g} Mbit/s (tbf)"
+                 f"{payload}", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(axis="y", alpha=0.3)
+    save(fig, out)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -213,6 +248,8 @@ def main():
     for name in sorted(os.listdir(d)):
         if name.startswith("cluster") and name.endswith(".json"):
             cluster(p(name), p(name[:-len(".json")] + ".png"))
+        if name.startswith("scaleout") and name.endswith(".json"):
+            scaleout(p(name), p(name[:-len(".json")] + ".png"))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,10 @@
 // writes the results' bytes, to compare runs bitwise.
 //
 // Exit status: 0 when every call succeeded and every check passed, 1 otherwise, 2 on bad usage.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +43,7 @@
 #include "sumcast/kernels/kernels.h"
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/communicator.h"
+#include "sumcast/shim/placement.h"
 
 namespace {
 
@@ -48,8 +53,22 @@ using sumcast::shim::Communicator;
 using sumcast::wire::Dtype;
 using sumcast::wire::ReduceOp;
 
+// One entry of the job's aggregator list (--appliance or --host-agg), in command-line order.
+struct AggregatorSpec {
+  std::string address;  // control endpoint "host:port"
+  double weight = 1.0;  // explicit weight (with "@W")
+  bool explicit_weight = false;
+  bool host = false;  // --host-agg: a worker host's embedded summation service
+  int host_index = -1;
+};
+
 struct Options {
-  std::vector<sumcast::shim::ApplianceAddress> appliances;
+  std::vector<sumcast::shim::ApplianceAddress> appliances;  // what the communicator gets (after placement)
+  std::vector<AggregatorSpec> aggregators;
+  int hosts = 0;                       // worker hosts for the placement; 0: --world
+  std::vector<double> host_mbit;       // one for all, or one per host; empty: 1 (only ratios matter)
+  std::vector<double> appliance_mbit;  // one for all, or one per --appliance; empty: as the hosts
+  std::string placement;               // auto | weights; "": weights when any @W is given, else auto
   std::string job = "sumcast-allreduce";
   int rank = 0;
   int world = 0;
@@ -80,8 +99,16 @@ struct Options {
 void usage(FILE* f) {
   std::fprintf(f,
                "usage: sumcast-allreduce --appliance HOST:PORT[@WEIGHT]... --world N [--rank R] [options]\n"
-               "  --appliance HOST:PORT[@W]  control endpoint of an appliance (repeatable; weight W > 0,\n"
-               "                             default 1: each call's bytes are split in proportion)\n"
+               "  --appliance HOST:PORT[@W]  control endpoint of an appliance (repeatable; weight W > 0:\n"
+               "                             each call's bytes are split in proportion; see --placement)\n"
+               "  --host-agg [H=]HOST:PORT[@W]  a worker host's summation service (sumcast-serve), aggregating\n"
+               "                             like an appliance; H: its host's index (default: the number of\n"
+               "                             --host-agg before it). Aggregators are used in the order given\n"
+               "  --placement auto|weights   auto (default without @W): the split that minimises the slowest\n"
+               "                             link (docs/scale-out.md); weights: the @W given (default 1)\n"
+               "  --hosts N                  worker hosts in the job (default --world)\n"
+               "  --host-mbit R[,R...]       the hosts' link bandwidths, one for all or one per host (default 1)\n"
+               "  --appliance-mbit R[,R...]  the appliances' link bandwidths (default: the first host's)\n"
                "  --job NAME                 job name, the same on every rank (default sumcast-allreduce)\n"
                "  --rank R --world N         this process's (first) rank and the job's size\n"
                "  --local-ranks K            run ranks R..R+K-1 as threads of this process (default 1)\n"
@@ -105,7 +132,9 @@ void usage(FILE* f) {
                "  --payload B --slots S      payload bytes per packet wanted (1024), window slots (0 = default)\n"
                "  --rto-us U --retries N --op-timeout-ms T   reliability knobs (5000, 100, 30000)\n"
                "  --serve IP[:PORT]          also host an embedded summation service (UDP 4791, control\n"
-               "                             PORT, default 4790) and use it when no --appliance is given\n"
+               "                             PORT, default 4790) and use it when no --appliance is given;\n"
+               "                             list it with --host-agg to make this host an aggregator (the\n"
+               "                             ranks wait for every aggregator's control port first)\n"
                "  --json                     print JSON lines instead of the table\n"
                "busbw = algbw: through a summation service each byte crosses a host link once each way.\n");
 }
@@ -170,6 +199,22 @@ bool parse_counts(const char* s, std::vector<uint64_t>* out) {
   }
 }
 
+bool parse_rates(const char* s, std::vector<double>* out) {
+  out->clear();
+  const std::string text = s;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(v > 0) || v > 1e12) return false;
+    out->push_back(v);
+    if (comma == std::string::npos) return true;
+    at = comma + 1;
+  }
+}
+
 // Returns 0 on success, else the exit code (2) after printing why.
 int parse_args(int argc, char** argv, Options* o) {
   auto need = [&](int& i) -> const char* {
@@ -197,12 +242,31 @@ int parse_args(int argc, char** argv, Options* o) {
       o->deterministic = true;
     } else if ((v = need(i)) == nullptr) {
       return 2;
-    } else if (a == "--appliance") {
-      std::string hp;
-      double w = 1;
-      Status st = sumcast::shim::split_weight(v, &hp, &w);
-      ok = st.ok();
-      if (ok) o->appliances.push_back({hp, w});
+    } else if (a == "--appliance" || a == "--host-agg") {
+      AggregatorSpec spec;
+      std::string text = v;
+      spec.host = a == "--host-agg";
+      if (spec.host) {
+        int before = 0;
+        for (const auto& g : o->aggregators) before += g.host ? 1 : 0;
+        spec.host_index = before;
+        if (const size_t eq = text.find('='); eq != std::string::npos) {
+          ok = parse_int(text.substr(0, eq).c_str(), 0, 65534, &n), spec.host_index = static_cast<int>(n);
+          text = text.substr(eq + 1);
+        }
+      }
+      spec.explicit_weight = text.find('@') != std::string::npos;
+      ok = ok && sumcast::shim::split_weight(text, &spec.address, &spec.weight).ok();
+      if (ok) o->aggregators.push_back(spec);
+    } else if (a == "--placement") {
+      o->placement = v;
+      ok = o->placement == "auto" || o->placement == "weights";
+    } else if (a == "--hosts") {
+      ok = parse_int(v, 1, 65535, &n), o->hosts = static_cast<int>(n);
+    } else if (a == "--host-mbit") {
+      ok = parse_rates(v, &o->host_mbit);
+    } else if (a == "--appliance-mbit") {
+      ok = parse_rates(v, &o->appliance_mbit);
     } else if (a == "--job") {
       o->job = v;
     } else if (a == "--rank") {
@@ -269,7 +333,7 @@ int parse_args(int argc, char** argv, Options* o) {
     std::fprintf(stderr, "sumcast-allreduce: --check with --inputs real needs --deterministic and --op sum\n");
     return 2;
   }
-  if (o->appliances.empty() && o->serve.empty()) {
+  if (o->aggregators.empty() && o->serve.empty()) {
     std::fprintf(stderr, "sumcast-allreduce: give --appliance (or --serve)\n");
     return 2;
   }
@@ -456,6 +520,141 @@ uint64_t count_wrong(const uint8_t* got, const uint8_t* want, uint64_t count, si
   return wrong;
 }
 
+// ---- Placement ----------------------------------------------------------------------------
+
+struct Plan {
+  bool automatic = false;
+  int hosts = 0;
+  std::vector<double> mbit;      // per aggregator: its link (a host aggregator: its host's)
+  std::vector<double> fraction;  // per aggregator
+  double predicted_mbit = 0;     // predicted algbw (Mbit/s of message), 0 when unknown
+};
+
+// Computes the split over o->aggregators and fills o->appliances (the communicator's list, in the
+// same order, without the aggregators the placement gives nothing).
+Status make_plan(Options* o, Plan* plan) {
+  using sumcast::shim::AggregatorKind;
+  const int n = o->hosts != 0 ? o->hosts : o->world;
+  plan->hosts = n;
+  sumcast::shim::PlacementInput in;
+  if (o->host_mbit.size() > 1 && o->host_mbit.size() != static_cast<size_t>(n)) {
+    return Status::invalid_argument("--host-mbit has " + std::to_string(o->host_mbit.size()) + " rates for " +
+                                    std::to_string(n) + " hosts");
+  }
+  in.host_bandwidth.assign(static_cast<size_t>(n), o->host_mbit.empty() ? 1.0 : o->host_mbit[0]);
+  if (o->host_mbit.size() > 1) in.host_bandwidth = o->host_mbit;
+  size_t appliances = 0;
+  for (const auto& g : o->aggregators) appliances += g.host ? 0 : 1;
+  if (o->appliance_mbit.size() > 1 && o->appliance_mbit.size() != appliances) {
+    return Status::invalid_argument("--appliance-mbit has " + std::to_string(o->appliance_mbit.size()) + " rates for " +
+                                    std::to_string(appliances) + " appliances");
+  }
+  bool any_explicit = false;
+  size_t j = 0;
+  for (const auto& g : o->aggregators) {
+    sumcast::shim::Aggregator a;
+    any_explicit |= g.explicit_weight;
+    if (g.host) {
+      a.kind = AggregatorKind::kHost;
+      a.host = g.host_index;
+      plan->mbit.push_back(g.host_index < n ? in.host_bandwidth[static_cast<size_t>(g.host_index)] : 0);
+    } else {
+      a.bandwidth = o->appliance_mbit.empty()       ? in.host_bandwidth[0]
+                    : o->appliance_mbit.size() == 1 ? o->appliance_mbit[0]
+                                                    : o->appliance_mbit[j];
+      ++j;
+      plan->mbit.push_back(a.bandwidth);
+    }
+    in.aggregators.push_back(a);
+  }
+  if (o->placement == "auto" && any_explicit) {
+    return Status::invalid_argument("--placement auto computes the weights: drop the @W, or use --placement weights");
+  }
+  plan->automatic = o->placement == "auto" || (o->placement.empty() && !any_explicit);
+  auto best = sumcast::shim::optimal_placement(in);  // also checks the hosts and bandwidths
+  if (plan->automatic) {
+    if (!best.ok()) return best.status();
+    plan->fraction = best->fraction;
+  } else {
+    double sum = 0;
+    for (const auto& g : o->aggregators) sum += g.weight;
+    for (const auto& g : o->aggregators) plan->fraction.push_back(g.weight / sum);
+  }
+  if (best.ok()) {
+    const double t = sumcast::shim::link_time(in, plan->fraction);
+    plan->predicted_mbit = t > 0 ? 1.0 / t : 0;
+  }
+  o->appliances.clear();
+  for (size_t i = 0; i < o->aggregators.size(); ++i) {
+    const auto& g = o->aggregators[i];
+    if (!plan->automatic) {
+      o->appliances.push_back({g.address, g.weight});
+    } else if (plan->fraction[i] > 1e-9) {  // an aggregator with no share is left out of the job
+      o->appliances.push_back({g.address, plan->fraction[i]});
+    }
+  }
+  return Status();
+}
+
+// Prints the placement: each aggregator's share and the bytes it owns of a `count`-element call
+// (the communicator's own split, contiguous_ranges over the same weights).
+void print_plan(const Options& o, const Plan& plan, uint64_t count) {
+  const size_t es = sumcast::wire::dtype_size(o.dtype);
+  std::vector<uint64_t> units;
+  for (const auto& a : o.appliances) units.push_back(sumcast::shim::weight_units(a.weight));
+  const auto ranges = sumcast::shim::contiguous_ranges(count, units);
+  std::string json = "{\"placement\":\"" + std::string(plan.automatic ? "auto" : "weights") +
+                     "\",\"hosts\":" + std::to_string(plan.hosts) +
+                     ",\"predicted_algbw_mbit\":" + std::to_string(plan.predicted_mbit) +
+                     ",\"call_bytes\":" + std::to_string(count * es) + ",\"aggregators\":[";
+  if (!o.json) {
+    std::printf("# placement: %s over %d hosts and %zu aggregators; predicted algbw %.1f (link units, e.g. Mbit/s)\n",
+                plan.automatic ? "auto" : "weights", plan.hosts, o.aggregators.size(), plan.predicted_mbit);
+    std::printf("#   %-3s %-10s %-22s %10s %10s %14s\n", "#", "kind", "address", "link", "share", "bytes/call");
+  }
+  size_t used = 0;
+  for (size_t i = 0; i < o.aggregators.size(); ++i) {
+    const auto& g = o.aggregators[i];
+    const bool in_job = used < o.appliances.size() && o.appliances[used].address == g.address;
+    const uint64_t bytes = in_job ? (ranges[used].second - ranges[used].first) * es : 0;
+    if (in_job) ++used;
+    const std::string kind = g.host ? "host " + std::to_string(g.host_index) : "appliance";
+    if (!o.json) {
+      std::printf("#   %-3zu %-10s %-22s %10.1f %10.6f %14" PRIu64 "%s\n", i, kind.c_str(), g.address.c_str(),
+                  plan.mbit[i], plan.fraction[i], bytes, in_job ? "" : " (not used)");
+    }
+    json += std::string(i ? "," : "") + "{\"address\":\"" + g.address + "\",\"kind\":\"" +
+            (g.host ? "host" : "appliance") + "\",\"host\":" + std::to_string(g.host_index) +
+            ",\"link\":" + std::to_string(plan.mbit[i]) + ",\"share\":" + std::to_string(plan.fraction[i]) +
+            ",\"bytes\":" + std::to_string(bytes) + "}";
+  }
+  if (o.json) std::printf("%s]}\n", json.c_str());
+  std::fflush(stdout);
+}
+
+// Waits until `address`'s control port accepts a TCP connection (closed at once, before any
+// message: the server counts it as a connection and nothing else), for at most `timeout_ms`. With
+// --serve, the other hosts' aggregators are the in-process services of ranks that may still be
+// starting, and the control client does not retry a refused connection.
+bool wait_reachable(const std::string& address, uint32_t timeout_ms) {
+  auto hp = sumcast::shim::parse_host_port(address);
+  if (!hp.ok()) return false;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(hp->port);
+  sa.sin_addr.s_addr = htonl(hp->ip);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0;
+    ::close(fd);
+    if (ok) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    ::poll(nullptr, 0, 20);  // refused: not listening yet; try again shortly
+  }
+}
+
 // ---- Running ------------------------------------------------------------------------------
 
 struct Row {
@@ -602,13 +801,19 @@ int main(int argc, char** argv) {
     if (colon != std::string::npos) so.control_port = static_cast<uint16_t>(std::atoi(o.serve.c_str() + colon + 1));
     so.token = token;
     so.max_ranks = std::max<uint32_t>(64, static_cast<uint32_t>(o.world));
+    so.job_timeout_ms = std::max<uint32_t>(so.job_timeout_ms, o.op_timeout_ms);
     auto s = sumcast::embedded::Service::start(so);
     if (!s.ok()) {
       std::fprintf(stderr, "sumcast-allreduce: %s\n", s.status().to_string().c_str());
       return 1;
     }
     service = std::move(s).value();
-    if (o.appliances.empty()) o.appliances.push_back({service->control_address(), 1.0});
+    if (o.aggregators.empty()) o.aggregators.push_back({service->control_address(), 1.0, false, false, -1});
+  }
+  Plan plan;
+  if (Status st = make_plan(&o, &plan); !st.ok()) {
+    std::fprintf(stderr, "sumcast-allreduce: placement: %s\n", st.to_string().c_str());
+    return 2;
   }
 
   CommConfig base;
@@ -633,10 +838,25 @@ int main(int argc, char** argv) {
                 o.world, o.local_ranks, sumcast::wire::dtype_name(o.dtype), sumcast::wire::reduce_op_name(o.op),
                 o.appliances.size(), o.in_place ? "in place" : "out of place");
     std::printf("# busbw = algbw: through a summation service each byte crosses a host link once each way\n");
+  }
+  if (printer && (o.aggregators.size() > 1 || o.aggregators[0].host)) {
+    print_plan(o, plan, *std::max_element(o.counts.begin(), o.counts.end()));
+  }
+  if (printer && !o.json) {
     std::printf("#%11s %13s %6s %6s %11s %9s %9s %8s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
                 "#wrong");
     std::printf("#%11s %13s %6s %6s %11s %9s %9s %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
     std::fflush(stdout);
+  }
+
+  if (service) {
+    for (const auto& a : o.appliances) {
+      if (!wait_reachable(a.address, base.connect_timeout_ms)) {
+        std::fprintf(stderr, "sumcast-allreduce: aggregator %s not reachable within %u ms\n", a.address.c_str(),
+                     base.connect_timeout_ms);
+        return 1;
+      }
+    }
   }
 
   Shared sh;
@@ -645,6 +865,9 @@ int main(int argc, char** argv) {
     threads.emplace_back(run_rank, std::cref(o), std::cref(base), o.rank + k, k == 0, &sh);
   }
   for (auto& t : threads) t.join();
+  // Our service may still owe results to ranks elsewhere (and answer their retransmissions): it
+  // stays until every job on it ended (its members left, or it failed), within the op timeout.
+  if (service) service->wait_until_no_jobs(o.op_timeout_ms != 0 ? o.op_timeout_ms : 60000);
 
   if (printer) {
     for (const Row& r : sh.rows) {

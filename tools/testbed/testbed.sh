@@ -2,6 +2,7 @@
 #   tb_up N [RATE]    appliance namespace + N worker namespaces on one L2 "switch" (a bridge in
 #                     its own namespace); RATE (e.g. 200mbit) shapes every worker link with tbf in
 #                     both directions and the appliance's data link to N x RATE.
+#   tb_add_node NAME IP [RATE]  one more host on the switch (scale-out aggregation nodes)
 #   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables.
 #   tb_down           removes every namespace of this test bed (also run on EXIT by tb_up's trap).
 #   tb_exec NS CMD... runs CMD in namespace NS (app, sw, w0, w1, ...).
@@ -88,6 +89,28 @@ tb_up() {
       try=$((try + 1))
       [ $try -lt 10 ] || { echo "testbed: w$i cannot reach $TB_MGMT_IP" >&2; return 1; }
     done
+  done
+}
+
+# tb_add_node NAME IP [RATE]: one more host on the switch (e.g. an aggregation node for scale-out,
+# docs/scale-out.md): namespace NAME with interface TB_WORKER_IF at IP, shaped to RATE in both
+# directions like a worker's link when given. Removed by tb_down with the rest.
+tb_add_node() {
+  local name=$1 addr=$2 rate=${3:-} try=0
+  ip netns add "$(tb_ns "$name")" || return 1
+  ip link add "$TB_WORKER_IF" netns "$(tb_ns "$name")" type veth peer name "p$name" netns "$(tb_ns sw)"
+  tb_exec "$name" ip link set lo up
+  tb_exec "$name" ip addr add "$addr/24" dev "$TB_WORKER_IF"
+  tb_exec "$name" ip link set "$TB_WORKER_IF" up
+  tb_exec sw ip link set "p$name" master br0
+  tb_exec sw ip link set "p$name" up
+  if [ -n "$rate" ]; then
+    _tb_shape "$(tb_ns "$name")" "$TB_WORKER_IF" "$rate"
+    _tb_shape "$(tb_ns sw)" "p$name" "$rate"
+  fi
+  until tb_exec "$name" ping -c1 -W1 -q "${TB_WORKER_IP[0]:-$TB_MGMT_IP}" >/dev/null 2>&1; do
+    try=$((try + 1))
+    [ $try -lt 10 ] || { echo "testbed: $name cannot reach the others" >&2; return 1; }
   done
 }
 

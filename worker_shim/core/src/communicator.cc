@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "sumcast/shim/address.h"
+#include "sumcast/shim/placement.h"
 #include "sumcast/shim/udp_transport.h"
 #include "sumcast/shim/verbs_transport.h"
 
@@ -18,7 +19,8 @@ namespace {
 constexpr uint64_t kControlPollNs = 50'000'000;  // poll the control connections at least every 50 ms
 constexpr size_t kRxBatch = 64;
 constexpr size_t kTxFlushAt = 64;
-constexpr int kRxBatchesPerRound = 16;  // receive batches drained before timers are looked at
+constexpr int kRxBatchesPerRound = 16;              // receive batches drained before timers are looked at
+constexpr uint64_t kRootCauseWaitNs = 300'000'000;  // how long a secondary abort waits for the primary one
 constexpr size_t kMaxJobNameLen = 64;
 
 uint64_t now_ns() {
@@ -160,7 +162,7 @@ Status Communicator::init() {
     auto a = std::make_unique<Appliance>();
     a->address = aa.address;
     a->control_addr = *hp;
-    a->weight_units = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(aa.weight * 1e6)));
+    a->weight_units = weight_units(aa.weight);
     apps_.push_back(std::move(a));
   }
 
@@ -284,15 +286,14 @@ Result<uint64_t> Communicator::start_allreduce(const void* send, void* recv, siz
   op->recv = static_cast<uint8_t*>(recv);
   op->count = count;
   op->parts.resize(apps_.size());
-  uint64_t total_units = 0;
-  for (auto& a : apps_) total_units += a->weight_units;
-  uint64_t cum = 0;
+  std::vector<uint64_t> units(apps_.size());
+  for (size_t i = 0; i < apps_.size(); ++i) units[i] = apps_[i]->weight_units;
+  const auto ranges = contiguous_ranges(count, units);  // placement.h: the split every rank makes
   for (size_t i = 0; i < apps_.size(); ++i) {
     Appliance& a = *apps_[i];
     Op::Part& p = op->parts[i];
-    p.begin = static_cast<uint64_t>(static_cast<unsigned __int128>(count) * cum / total_units);
-    cum += a.weight_units;
-    p.end = static_cast<uint64_t>(static_cast<unsigned __int128>(count) * cum / total_units);
+    p.begin = ranges[i].first;
+    p.end = ranges[i].second;
     p.chunks = (p.end - p.begin + a.chunk_elems - 1) / a.chunk_elems;
     p.first_g = a.assigned;
     a.assigned += p.chunks;
@@ -390,7 +391,9 @@ void Communicator::on_received(uint64_t now) {
       const Received& r = rx_[i];
       Appliance& a = *apps_[r.peer];
       if (r.hdr.type == wire::MsgType::kAbort) {
-        fail(Status::aborted(where(a) + " aborted the job: " + abort_reason_text(r.hdr.status)));
+        Status st = Status::aborted(where(a) + " aborted the job: " + abort_reason_text(r.hdr.status));
+        fail(r.hdr.status == static_cast<uint8_t>(wire::AbortReason::kMemberLeft) ? root_cause(std::move(st))
+                                                                                  : std::move(st));
         return;
       }
       if (r.hdr.slot >= a.slot_count) {
@@ -547,9 +550,54 @@ void Communicator::poll_control() {
   for (auto& ap : apps_) {
     Status st = ap->control->poll();
     if (!st.ok()) {
-      fail(Status(st.code(), where(*ap) + ": " + st.message()));
+      const bool secondary = st.message().find("(member_left)") != std::string::npos;
+      st = Status(st.code(), where(*ap) + ": " + st.message());
+      fail(secondary ? root_cause(std::move(st)) : std::move(st));
       return;
     }
+  }
+}
+
+// With several aggregators, one that fails (stopped, killed, unreachable) makes the ranks that
+// notice it first leave every job, and the other aggregators then abort theirs with "a member
+// left", which can overtake the failed aggregator's own abort or connection close on the way to
+// this rank. So a rank that hears such a secondary abort first waits a little (kRootCauseWaitNs)
+// for a primary one: another aggregator's control message or closed connection, or an abort packet
+// for any other reason. Only on the failure path.
+Status Communicator::root_cause(Status secondary) {
+  if (apps_.size() < 2) return secondary;  // no other aggregator to hear the cause from
+  const uint64_t deadline = now_ns() + kRootCauseWaitNs;
+  std::vector<Received> rx(kRxBatch);
+  for (;;) {
+    for (auto& ap : apps_) {
+      Status st = ap->control->poll();
+      if (!st.ok() && st.message().find("(member_left)") == std::string::npos) {
+        return Status(st.code(), where(*ap) + ": " + st.message() + " (then: " + secondary.message() + ")");
+      }
+    }
+    for (int batch = 0; batch < kRxBatchesPerRound; ++batch) {
+      const size_t n = transport_->receive(rx);
+      for (size_t i = 0; i < n; ++i) {
+        const Received& r = rx[i];
+        if (r.hdr.type == wire::MsgType::kAbort &&
+            r.hdr.status != static_cast<uint8_t>(wire::AbortReason::kMemberLeft)) {
+          return Status::aborted(where(*apps_[r.peer]) + " aborted the job: " + abort_reason_text(r.hdr.status) +
+                                 " (then: " + secondary.message() + ")");
+        }
+      }
+      if (n == 0) break;
+    }
+    const uint64_t now = now_ns();
+    if (now >= deadline) return secondary;
+    pollfd fds[1 + 16];
+    nfds_t nfds = 0;
+    if (transport_->wait_fd() >= 0) fds[nfds++] = {transport_->wait_fd(), POLLIN, 0};
+    for (auto& a : apps_) {
+      if (nfds < sizeof(fds) / sizeof(fds[0])) fds[nfds++] = {a->control->fd(), POLLIN, 0};
+    }
+    const uint64_t wait = std::min<uint64_t>(deadline - now, 5'000'000);  // re-check at least every 5 ms
+    timespec ts{0, static_cast<long>(wait)};
+    ppoll(fds, nfds, &ts, nullptr);
   }
 }
 

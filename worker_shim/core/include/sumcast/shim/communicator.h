@@ -40,6 +40,10 @@
 // op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path),
 // or a transport error fails the communicator: every pending call completes with that error (its
 // message names the appliance), and so does every later call. Create a new communicator to go on.
+// An abort because a member left is often the echo of another appliance's failure (the ranks that
+// saw it first left every job): the communicator then reports a primary failure already queued
+// on, or arriving within 300 ms at, another appliance's connection instead, when there is one
+// (docs/scale-out.md §4).
 //
 // Progress. There is no background thread: the window moves only inside allreduce(), test() and
 // wait(). Several calls may be outstanding (start_allreduce); their chunks share the window, in
@@ -174,6 +178,7 @@ class Communicator {
   void progress(int timeout_ms);
   void flush_tx();
   void fail(Status status);
+  Status root_cause(Status secondary);  // a primary failure queued behind a "member left" abort, if any
   void complete(Op& op);
   Op* find(uint64_t id);
   void release(uint64_t id);
