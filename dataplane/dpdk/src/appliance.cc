@@ -7,6 +7,7 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 #include <rte_ring.h>
 
 #include <algorithm>
@@ -276,7 +277,14 @@ void Appliance::shutdown() {
   set_telemetry_source(nullptr);
   if (sink_ != nullptr) sink_->close();
   stop_.store(true, std::memory_order_relaxed);
-  if (lcores_launched_) rte_eal_mp_wait_lcore();
+  if (lcores_launched_) {
+    rte_eal_mp_wait_lcore();
+    // Every loop has returned; its release store of `finished`, read here, is what orders its
+    // last writes before ours (DPDK's own join is invisible to ThreadSanitizer).
+    for (auto& c : cores_) {
+      while (!c->finished.load(std::memory_order_acquire)) rte_pause();
+    }
+  }
   for (auto& c : cores_) {
     if (c->dispatch_ring == nullptr) continue;
     void* m = nullptr;

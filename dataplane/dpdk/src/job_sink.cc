@@ -6,6 +6,8 @@
 #include <thread>
 #include <utility>
 
+#include "tsan_ring.h"
+
 namespace sumcast::dpdk {
 namespace {
 
@@ -38,6 +40,7 @@ std::vector<uint32_t> LcoreJobSink::post_and_wait(Msgs& msgs) {
   size_t waiting = 0;
   for (size_t i = 0; i < n; ++i) {
     if (msgs[i] == nullptr) continue;
+    ring_release(cores[i]->control_ring);
     if (in_flight[i] + 1 >= kControlRingSize || rte_ring_sp_enqueue(cores[i]->control_ring, msgs[i].get()) != 0) {
       msgs[i]->result = Status::unavailable("core " + std::to_string(i) + ": control ring full");
       continue;
@@ -52,6 +55,7 @@ std::vector<uint32_t> LcoreJobSink::post_and_wait(Msgs& msgs) {
     for (size_t i = 0; i < n; ++i) {
       void* p = nullptr;
       while (rte_ring_sc_dequeue(cores[i]->ack_ring, &p) == 0) {
+        ring_acquire(cores[i]->ack_ring);
         progress = true;
         --in_flight[i];
         auto* m = static_cast<ControlMsg*>(p);

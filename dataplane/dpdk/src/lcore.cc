@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "tsan_ring.h"
+
 namespace sumcast::dpdk {
 namespace {
 
@@ -47,6 +49,7 @@ inline void dispatch(LcoreContext& core, Scratch& s, uint32_t n) {
         s.owner[j] = -1;
       }
     }
+    ring_release(core.peers[static_cast<uint32_t>(owner)]->dispatch_ring);
     const unsigned done = rte_ring_enqueue_burst(core.peers[static_cast<uint32_t>(owner)]->dispatch_ring,
                                                  reinterpret_cast<void**>(s.group), k, nullptr);
     if (done < k) {
@@ -93,6 +96,7 @@ void drain_control(LcoreContext& core) {
   void* msgs[8];
   unsigned n = 0;
   while ((n = rte_ring_sc_dequeue_burst(core.control_ring, msgs, 8, nullptr)) > 0) {
+    ring_acquire(core.control_ring);
     for (unsigned i = 0; i < n; ++i) {
       auto* msg = static_cast<ControlMsg*>(msgs[i]);
       switch (msg->kind) {
@@ -108,6 +112,7 @@ void drain_control(LcoreContext& core) {
       bump(core.counters.control_msgs, 1);
       // The ack ring is as large as the control ring and the control thread never has more
       // messages outstanding on a core than that, so this does not spin in practice.
+      ring_release(core.ack_ring);
       while (rte_ring_sp_enqueue(core.ack_ring, msg) != 0) rte_pause();
     }
   }
@@ -131,6 +136,7 @@ int run_lcore(void* arg) {
     if (core.software_dispatch) {
       const unsigned n = rte_ring_sc_dequeue_burst(core.dispatch_ring, reinterpret_cast<void**>(s.rx), burst, nullptr);
       if (n > 0) {
+        ring_acquire(core.dispatch_ring);
         bump(core.counters.dispatched_in, n);
         process_owned(core, s.rx, n, s.views);
       }
