@@ -111,6 +111,13 @@ def main(argv):
         assert r is not None and r[0] == AUTH_OK, "the right token was not accepted: %r" % (r,)
         return c
 
+    # First, while the live job certainly still runs (the cases below take seconds, and on an idle
+    # machine the live job may finish before they do): its name cannot be registered again.
+    c = authed()
+    c.s.sendall(register(live, 4, 0))
+    code = refuse_code(c.read_msg())
+    check("job_running", code == "job_running", "the live job's name: REFUSE %s" % code)
+
     c = Conn(host, port, 5)
     c.s.sendall(hello(b"x" * len(token)))
     r = c.read_msg()
@@ -155,11 +162,6 @@ def main(argv):
     c = authed()
     c.s.sendall(register("robust-w1", 1, 0))
     check("bad_world_size", refuse_code(c.read_msg()) == "bad_world_size", "world 1")
-
-    c = authed()
-    c.s.sendall(register(live, 4, 0))
-    code = refuse_code(c.read_msg())
-    check("job_running", code == "job_running", "the live job's name: REFUSE %s" % code)
 
     a = authed()
     a.s.sendall(register("robust-pending", 3, 0))

@@ -31,8 +31,8 @@ no_job_left() {
   [ "$(it_stat jobs_active)" = 0 ]
 }
 
-# Long enough to outlast the abuse (about 3 x io_timeout); it ends on its own.
-it_ranks live robust-live $N --dtype fp32 --counts 65536 --iters 400 --warmup 1 --check --op-timeout-ms 20000
+# Running while the abuse starts (abuse.py tests the live job's name first); it ends on its own.
+it_ranks live robust-live $N --dtype fp32 --counts 65536 --iters 1000 --warmup 1 --check --op-timeout-ms 20000
 it_until 60 under_way || fail "the live job made no progress within 60 s"
 note "live job under way; abuse starts"
 if ! tb_exec w0 /usr/bin/python3 "$here/abuse.py" "$TB_MGMT_IP" 4790 "$IT_WORK/token" robust-live \
