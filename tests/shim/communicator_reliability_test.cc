@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -148,21 +149,48 @@ INSTANTIATE_TEST_SUITE_P(LossRates, LossyAllreduce, ::testing::Values(0.01, 0.05
                            return "loss" + std::to_string(static_cast<int>(i.param * 100)) + "pct";
                          });
 
+// One fp32 all-reduce of `count` elements by `world` ranks against `service`, each rank's config
+// adjusted by `configure(rank, config)`: every rank's error ("" when exact) and statistics.
+struct OneCall {
+  std::vector<std::string> errors;
+  std::vector<CommStats> stats;
+};
+OneCall one_fp32_call(const embedded::Service& service, const std::string& job, int world, size_t count, int salt,
+                      const std::function<void(int, CommConfig&)>& configure) {
+  OneCall out{std::vector<std::string>(static_cast<size_t>(world)), std::vector<CommStats>(static_cast<size_t>(world))};
+  Barrier done(world);
+  run_ranks(world, [&](int rank) {
+    CommConfig c =
+        base_config({&service}, job, static_cast<uint16_t>(rank), static_cast<uint16_t>(world), wire::Dtype::kFp32);
+    configure(rank, c);
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      out.errors[static_cast<size_t>(rank)] = comm.status().to_string();
+      done.arrive_and_wait();
+      return;
+    }
+    auto buf = make_input(wire::Dtype::kFp32, count, rank, salt);
+    Status st = (*comm)->allreduce(buf.data(), buf.data(), count);
+    const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, world, salt);
+    if (!st.ok() || first_mismatch(buf, want, 4) != -1) {
+      out.errors[static_cast<size_t>(rank)] = st.ok() ? "wrong result" : st.to_string();
+    }
+    out.stats[static_cast<size_t>(rank)] = (*comm)->stats();
+    done.arrive_and_wait();  // nobody leaves while another rank may still need an answer
+  });
+  return out;
+}
+
 // One contribution lost (rank 1's 6th packet) and one result lost (rank 2's 9th) in a call of many
 // chunks, with retransmission timers far longer than the test: only fast retransmission (a later
 // chunk answered first) can repair them, so the call completes exact with no timer expiry.
 TEST(CommunicatorFastRetransmit, LostContributionAndResultAreResentWithoutWaitingForTheTimer) {
   constexpr int kWorld = 3;
-  constexpr size_t kCount = size_t{1} << 16;  // 256 chunks of 1 KiB
   auto service = start_service();
   ASSERT_TRUE(service);
-  std::vector<std::string> errors(kWorld);
-  std::vector<CommStats> stats(kWorld);
   ImpairmentCounters impairments;
-  Barrier done(kWorld);
-  run_ranks(kWorld, [&](int rank) {
-    CommConfig c = base_config({service.get()}, "fast", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
-    c.slots = 32;
+  const OneCall r = one_fp32_call(*service, "fast", kWorld, size_t{1} << 16, 7, [&](int rank, CommConfig& c) {
+    c.slots = 32;                   // 256 chunks of 1 KiB over 32 slots
     c.rto_initial_us = 60'000'000;  // a minute: the timers never fire within the test
     c.rto_max_us = 60'000'000;
     c.op_timeout_ms = 120'000;
@@ -170,27 +198,14 @@ TEST(CommunicatorFastRetransmit, LostContributionAndResultAreResentWithoutWaitin
     if (rank == 1) imp.drop_tx_at = 5;
     if (rank == 2) imp.drop_rx_at = 8;
     c.wrap_transport = impair(imp, &impairments);
-    auto comm = Communicator::create(c);
-    if (!comm.ok()) {
-      errors[static_cast<size_t>(rank)] = comm.status().to_string();
-      done.arrive_and_wait();
-      return;
-    }
-    auto buf = make_input(wire::Dtype::kFp32, kCount, rank, 7);
-    Status st = (*comm)->allreduce(buf.data(), buf.data(), kCount);
-    const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, kCount, kWorld, 7);
-    if (!st.ok() || first_mismatch(buf, want, 4) != -1)
-      errors[static_cast<size_t>(rank)] = st.ok() ? "wrong result" : st.to_string();
-    stats[static_cast<size_t>(rank)] = (*comm)->stats();
-    done.arrive_and_wait();
   });
   EXPECT_EQ(impairments.dropped_tx.load(), 1u);
   EXPECT_EQ(impairments.dropped_rx.load(), 1u);
-  for (int r = 0; r < kWorld; ++r) {
-    const CommStats& s = stats[static_cast<size_t>(r)];
-    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
-    EXPECT_EQ(s.retransmissions, 0u) << "rank " << r << ": a timer fired";
-    EXPECT_GE(s.fast_retransmissions, 1u) << "rank " << r;
+  for (int i = 0; i < kWorld; ++i) {
+    const CommStats& s = r.stats[static_cast<size_t>(i)];
+    EXPECT_EQ(r.errors[static_cast<size_t>(i)], "") << "rank " << i;
+    EXPECT_EQ(s.retransmissions, 0u) << "rank " << i << ": a timer fired";
+    EXPECT_GE(s.fast_retransmissions, 1u) << "rank " << i;
   }
   // Rank 2's lost result was answered again from the round's stored result.
   EXPECT_GE(service->engine_counters().retransmits_answered.load(), 1u);
@@ -200,40 +215,22 @@ TEST(CommunicatorFastRetransmit, LostContributionAndResultAreResentWithoutWaitin
 // repaired it, not something else).
 TEST(CommunicatorFastRetransmit, OffLeavesTheLossToTheTimer) {
   constexpr int kWorld = 2;
-  constexpr size_t kCount = size_t{1} << 14;
   auto service = start_service();
   ASSERT_TRUE(service);
-  std::vector<std::string> errors(kWorld);
-  std::vector<CommStats> stats(kWorld);
   ImpairmentCounters impairments;
-  Barrier done(kWorld);
-  run_ranks(kWorld, [&](int rank) {
-    CommConfig c = base_config({service.get()}, "slow", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+  const OneCall r = one_fp32_call(*service, "slow", kWorld, size_t{1} << 14, 3, [&](int rank, CommConfig& c) {
     c.slots = 32;
     c.fast_retransmit_after = 0;
     Impairment imp;
     if (rank == 1) imp.drop_tx_at = 5;
     c.wrap_transport = impair(imp, &impairments);
-    auto comm = Communicator::create(c);
-    if (!comm.ok()) {
-      errors[static_cast<size_t>(rank)] = comm.status().to_string();
-      done.arrive_and_wait();
-      return;
-    }
-    auto buf = make_input(wire::Dtype::kFp32, kCount, rank, 3);
-    Status st = (*comm)->allreduce(buf.data(), buf.data(), kCount);
-    const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, kCount, kWorld, 3);
-    if (!st.ok() || first_mismatch(buf, want, 4) != -1)
-      errors[static_cast<size_t>(rank)] = st.ok() ? "wrong result" : st.to_string();
-    stats[static_cast<size_t>(rank)] = (*comm)->stats();
-    done.arrive_and_wait();
   });
   EXPECT_EQ(impairments.dropped_tx.load(), 1u);
   uint64_t timer = 0;
-  for (int r = 0; r < kWorld; ++r) {
-    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
-    EXPECT_EQ(stats[static_cast<size_t>(r)].fast_retransmissions, 0u) << "rank " << r;
-    timer += stats[static_cast<size_t>(r)].retransmissions;
+  for (int i = 0; i < kWorld; ++i) {
+    EXPECT_EQ(r.errors[static_cast<size_t>(i)], "") << "rank " << i;
+    EXPECT_EQ(r.stats[static_cast<size_t>(i)].fast_retransmissions, 0u) << "rank " << i;
+    timer += r.stats[static_cast<size_t>(i)].retransmissions;
   }
   EXPECT_GE(timer, 1u);
 }
