@@ -16,7 +16,8 @@ shift 4
 it_begin 4
 it_start_appliance
 
-common=(--check --iters 4 --warmup 1 --counts "1,257,16385,65537,1048576")
+# Long enough (seconds, even on an idle machine) for the poll below to see both running at once.
+common=(--check --iters 20 --warmup 1 --counts "1,257,16385,65537,1048576")
 it_ranks A job-a 4 --dtype bf16 "${common[@]}"
 it_ranks B job-b 3 --dtype int32 "${common[@]}"
 
