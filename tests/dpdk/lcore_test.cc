@@ -266,7 +266,7 @@ class LcoreLoopTest : public ::testing::Test {
     for (auto& c : cores_) all.push_back(c.get());
     for (auto& c : cores_) c->peers = all;
     sink_ = std::make_unique<LcoreJobSink>(all, 2000);
-    for (auto& c : cores_) ASSERT_EQ(rte_eal_remote_launch(run_lcore, c.get(), c->lcore_id), 0);
+    for (auto& c : cores_) ASSERT_EQ(launch_lcore(*c), 0);
     launched_ = true;
   }
 

@@ -185,7 +185,7 @@ Status Appliance::start_impl() {
 
   // Launch and wait (bounded) until every loop runs.
   for (auto& c : cores_) {
-    const int rc = rte_eal_remote_launch(run_lcore, c.get(), c->lcore_id);
+    const int rc = launch_lcore(*c);
     if (rc != 0) {
       stop_.store(true);
       lcores_launched_ = true;

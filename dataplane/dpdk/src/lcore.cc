@@ -1,6 +1,7 @@
 #include "sumcast/dpdk/lcore.h"
 
 #include <rte_ethdev.h>
+#include <rte_launch.h>
 #include <rte_mbuf.h>
 #include <rte_pause.h>
 #include <rte_prefetch.h>
@@ -118,8 +119,14 @@ void drain_control(LcoreContext& core) {
   }
 }
 
+int launch_lcore(LcoreContext& core) {
+  ring_release(&core);
+  return rte_eal_remote_launch(run_lcore, &core, core.lcore_id);
+}
+
 int run_lcore(void* arg) {
   LcoreContext& core = *static_cast<LcoreContext*>(arg);
+  ring_acquire(&core);  // what launch_lcore's caller set up
   Scratch s;
   const uint32_t burst = std::min(core.burst_size, kMaxBurst);
   const auto rx_queue = static_cast<uint16_t>(core.rx_queue);

@@ -82,6 +82,10 @@ struct alignas(64) LcoreContext {
 
 // Entry point for rte_eal_remote_launch; `arg` is the core's LcoreContext. Returns 0.
 int run_lcore(void* arg);
+// Launches run_lcore(&core) on core.lcore_id (rte_eal_remote_launch's result). Everything the
+// calling thread wrote before is ordered before the loop's first step (for ThreadSanitizer too,
+// which does not see the order DPDK's launch gives).
+int launch_lcore(LcoreContext& core);
 
 // Handles every queued control message now (used by the loop; also by tests).
 void drain_control(LcoreContext& core);
