@@ -139,10 +139,25 @@ TEST(EnvConfig, FingerprintCoversExactlyTheSharedSettings) {
   EXPECT_NE(base, fp({{"SUMCAST_MPI_INTRANODE", "0"}}));
   EXPECT_NE(base, fp({{"SUMCAST_MPI_APPLIANCES", "a:2"}}));
   EXPECT_NE(base, fp({{"SUMCAST_MPI_ENABLE", "0"}}));
+  EXPECT_NE(base, fp({{"SUMCAST_MPI_DEVICE_BUFFERS", "mpi"}}));
+  EXPECT_EQ(base, fp({{"SUMCAST_MPI_DEVICE_BUFFERS", "stage"}}));  // the default
   // Per-rank settings may differ.
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_STATS", "2"}}));
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_BIND", "eth0"}}));
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_PROGRESS_THREAD", "0"}}));
+  EXPECT_EQ(base, fp({{"SUMCAST_MPI_CUDA_DRIVER", "/opt/cuda/libcuda.so.1"}}));
+}
+
+TEST(EnvConfig, DeviceBuffersIsStageOrMpi) {
+  std::map<std::string, std::string> env = {{"SUMCAST_MPI_APPLIANCES", "a:1"}};
+  EXPECT_TRUE(load(env).config.device_stage);
+  env["SUMCAST_MPI_DEVICE_BUFFERS"] = "mpi";
+  EXPECT_FALSE(load(env).config.device_stage);
+  env["SUMCAST_MPI_DEVICE_BUFFERS"] = "gpu";
+  auto lc = load(env);
+  ASSERT_FALSE(lc.status.ok());
+  EXPECT_NE(lc.status.message().find("SUMCAST_MPI_DEVICE_BUFFERS='gpu': must be stage or mpi"), std::string::npos)
+      << lc.status.message();
 }
 
 TEST(EnvConfig, TableNamesAreUniqueAndDocumented) {

@@ -18,6 +18,7 @@ using sumcast::Status;
 using sumcast::mpi::Handle;
 using sumcast::mpi::pmpi;
 using sumcast::mpi::CallKind;
+using sumcast::mpi::DeviceStaging;
 using sumcast::mpi::PassReason;
 using sumcast::mpi::Plan;
 using sumcast::mpi::Runtime;
@@ -45,6 +46,40 @@ uint64_t bytes_of(int64_t count, MPI_Datatype datatype) {
   return static_cast<uint64_t>(count) * static_cast<uint64_t>(size);
 }
 
+// SUMCAST_MPI_DEVICE_BUFFERS=mpi and a rank passed device memory: the call goes to MPI.
+bool device_allowed(Runtime& rt, MPI_Comm comm, const void* send, const void* recv, PassReason* why) {
+  if (rt.device_policy(comm, send, recv)) return true;
+  *why = PassReason::kDevice;
+  return false;
+}
+
+// One blocking call's buffers through the communicator's DeviceStaging, with the statistics.
+class Staged {
+ public:
+  Staged(Runtime& rt, DeviceStaging& staging) : rt_(rt), staging_(staging) {}
+  Status begin(const void* send, void* recv, size_t bytes) {
+    before_ = copied();
+    auto b = staging_.begin(send, recv, bytes);
+    if (!b.ok()) return b.status();
+    b_ = *b;
+    return Status();
+  }
+  const void* send() const { return b_.send; }
+  void* recv() const { return b_.recv; }
+  Status finish(size_t bytes) {
+    Status st = staging_.finish(b_, bytes);
+    if (b_.staged) rt_.stats().staged(copied() - before_);
+    return st;
+  }
+
+ private:
+  uint64_t copied() const { return staging_.counters().bytes_to_host + staging_.counters().bytes_to_device; }
+  Runtime& rt_;
+  DeviceStaging& staging_;
+  DeviceStaging::Buffers b_;
+  uint64_t before_ = 0;
+};
+
 // Blocks until none of ours among reqs[0..n) is still running, giving MPI a turn (PMPI_Testall on
 // the whole set never completes anything while one of ours is incomplete) between steps, so the
 // program's other requests progress as they would inside MPI_Waitall.
@@ -68,11 +103,15 @@ int Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dataty
   const uint64_t t0 = Runtime::now_ns();
   Plan plan;
   PassReason why = PassReason::kDisabled;
-  const bool take = rt->plan(CallKind::kAllreduce, count, datatype, op, comm, true, &plan, &why);
+  const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  const bool take = rt->plan(CallKind::kAllreduce, count, datatype, op, comm, true, &plan, &why) &&
+                    device_allowed(*rt, comm, src, recvbuf, &why);
   rt->check_decision(comm, CallKind::kAllreduce, count, take);
   if (take) {
-    const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    Status st = rt->run_blocking(plan, src, recvbuf);
+    Staged staged(*rt, rt->staging(*plan.state));
+    Status st = staged.begin(src, recvbuf, plan.bytes);
+    if (st.ok()) st = rt->run_blocking(plan, staged.send(), staged.recv());
+    if (st.ok()) st = staged.finish(plan.bytes);
     if (!st.ok()) return rt->fail_call(comm, CallKind::kAllreduce, st, plan.job.get());
     rt->stats().taken(CallKind::kAllreduce, plan.bytes, Runtime::now_ns() - t0, plan.intranode);
     return MPI_SUCCESS;
@@ -91,12 +130,11 @@ int Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
   PassReason why = PassReason::kDisabled;
   // Always the flat job: the intra-node path synchronises the host's ranks with MPI calls, which a
   // background thread may not make.
-  const bool take = rt->plan(CallKind::kIallreduce, count, datatype, op, comm, false, &plan, &why);
+  const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  const bool take = rt->plan(CallKind::kIallreduce, count, datatype, op, comm, false, &plan, &why) &&
+                    device_allowed(*rt, comm, src, recvbuf, &why);
   rt->check_decision(comm, CallKind::kIallreduce, count, take);
-  if (take) {
-    const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    return rt->start_iallreduce(plan, src, recvbuf, request);
-  }
+  if (take) return rt->start_iallreduce(plan, src, recvbuf, request);
   const int rc = pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
   rt->stats().passed(CallKind::kIallreduce, why, bytes_of(count, datatype), Runtime::now_ns() - t0);
   return rc;
@@ -114,21 +152,29 @@ int Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
   const int64_t total = inter != 0 ? 0 : static_cast<int64_t>(recvcount) * size;
   Plan plan;
   PassReason why = inter != 0 ? PassReason::kComm : PassReason::kDisabled;
-  const bool take = inter == 0 && rt->plan(CallKind::kReduceScatterBlock, total, datatype, op, comm, true, &plan, &why);
+  const bool take =
+      inter == 0 && rt->plan(CallKind::kReduceScatterBlock, total, datatype, op, comm, true, &plan, &why) &&
+      device_allowed(*rt, comm, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, &why);
   rt->check_decision(comm, CallKind::kReduceScatterBlock, total, take);
   if (take) {
     // The appliance returns every chunk to every member: all-reduce the whole buffer, keep our block.
     const size_t block = static_cast<size_t>(recvcount) * plan.type.mpi_size;
-    auto* out = static_cast<uint8_t*>(recvbuf);
+    DeviceStaging& staging = rt->staging(*plan.state);
+    Staged staged(*rt, staging);
     Status st;
     if (sendbuf == MPI_IN_PLACE) {
-      st = rt->run_blocking(plan, recvbuf, recvbuf);
+      st = staged.begin(recvbuf, recvbuf, plan.bytes);
+      if (st.ok()) st = rt->run_blocking(plan, staged.recv(), staged.recv());
+      auto* out = static_cast<uint8_t*>(staged.recv());
       if (st.ok() && rank != 0) std::memmove(out, out + static_cast<size_t>(rank) * block, block);
+      if (st.ok()) st = staged.finish(plan.bytes);
     } else {
       std::vector<uint8_t>& tmp = plan.state->scratch;
       tmp.resize(static_cast<size_t>(total) * plan.type.mpi_size);
-      st = rt->run_blocking(plan, sendbuf, tmp.data());
-      if (st.ok()) std::memcpy(out, tmp.data() + static_cast<size_t>(rank) * block, block);
+      st = staged.begin(sendbuf, tmp.data(), plan.bytes);
+      if (st.ok()) st = rt->run_blocking(plan, staged.send(), tmp.data());
+      if (st.ok()) st = staged.finish(plan.bytes);
+      if (st.ok()) st = staging.copy_out(recvbuf, tmp.data() + static_cast<size_t>(rank) * block, block);
     }
     if (!st.ok()) return rt->fail_call(comm, CallKind::kReduceScatterBlock, st, plan.job.get());
     rt->stats().taken(CallKind::kReduceScatterBlock, plan.bytes, Runtime::now_ns() - t0, plan.intranode);

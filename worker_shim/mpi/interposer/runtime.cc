@@ -34,6 +34,7 @@ int world_rank() {
 // The generalized request of an MPI_Iallreduce. extra_state: a heap copy of the Pending handle.
 struct GreqState {
   std::shared_ptr<Pending> pending;
+  bool copy_failed = false;  // the result could not be copied back to the device buffer
 };
 
 int greq_query(void* extra, MPI_Status* status) {
@@ -42,7 +43,7 @@ int greq_query(void* extra, MPI_Status* status) {
   pmpi.Status_set_cancelled(status, 0);
   status->MPI_SOURCE = MPI_ANY_SOURCE;  // an empty status, as MPI returns for collectives
   status->MPI_TAG = MPI_ANY_TAG;
-  return g->pending->status().ok() ? MPI_SUCCESS : MPI_ERR_OTHER;
+  return g->pending->status().ok() && !g->copy_failed ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
 
 int greq_free(void* extra) {
@@ -352,6 +353,54 @@ Status Runtime::run_blocking(Plan& plan, const void* send, void* recv) {
   return plan.job->comm->allreduce(send, recv, plan.elems);
 }
 
+const cuda::Driver* Runtime::cuda_driver() {
+  const cuda::Driver* d = cuda_.load(std::memory_order_acquire);
+  if (d != nullptr) return d;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cuda_owner_) return cuda_owner_.get();
+  // Only a driver the program loaded: a process without one has no device memory.
+  auto r = cuda::Driver::open_if_loaded(config_.cuda_driver);
+  if (!r.ok()) {
+    // Loaded but unusable (cuInit failed, an entry point missing): no device memory can exist
+    // through it either. Said once.
+    if (!cuda_warned_) warn_cuda(r.status().message());
+    cuda_warned_ = true;
+    return nullptr;
+  }
+  if (!*r) return nullptr;
+  cuda_owner_ = std::move(r).value();
+  if (config_.verbose) {
+    std::fprintf(stderr, "sumcast-mpi: CUDA driver %s loaded by the program: device buffers are %s\n",
+                 cuda_owner_->path().c_str(), config_.device_stage ? "staged through host memory" : "passed to MPI");
+  }
+  cuda_.store(cuda_owner_.get(), std::memory_order_release);
+  return cuda_owner_.get();
+}
+
+void Runtime::warn_cuda(const std::string& why) {
+  std::fprintf(stderr, "sumcast-mpi: WARNING: the CUDA driver is loaded but unusable (%s): buffers are taken as host "
+               "memory\n", why.c_str());
+  std::fflush(stderr);
+}
+
+DeviceStaging& Runtime::staging(CommState& st) {
+  const cuda::Driver* d = cuda_driver();
+  if (!st.staging || (d != nullptr && st.staging->driver() != d)) st.staging = std::make_unique<DeviceStaging>(d);
+  return *st.staging;
+}
+
+bool Runtime::device_policy(MPI_Comm comm, const void* send, const void* recv) {
+  if (config_.device_stage) return true;
+  int mine = 0, any = 0;
+  if (const cuda::Driver* d = cuda_driver(); d != nullptr) {
+    DeviceStaging probe(d);
+    auto dev = probe.any_device(send, recv);
+    mine = !dev.ok() || *dev ? 1 : 0;  // an unclassifiable buffer is never read as host memory
+  }
+  pmpi.Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
+  return any == 0;
+}
+
 int Runtime::fail_call(MPI_Comm comm, CallKind kind, const Status& st, Job* job) {
   std::string counters;
   if (job != nullptr) {
@@ -439,7 +488,17 @@ void Runtime::debug_dump() {
 
 int Runtime::start_iallreduce(Plan& plan, const void* send, void* recv, MPI_Request* request) {
   const uint64_t t0 = now_ns();
-  auto p = engine_->start(plan.job, send, recv, plan.elems);
+  // Device buffers: a staging of this call's own (several calls may be outstanding).
+  std::unique_ptr<DeviceStaging> staging;
+  DeviceStaging::Buffers staged{send, recv, false};
+  if (const cuda::Driver* d = cuda_driver(); d != nullptr) {
+    staging = std::make_unique<DeviceStaging>(d);
+    auto b = staging->begin(send, recv, plan.bytes);
+    if (!b.ok()) return fail_call(MPI_COMM_WORLD, CallKind::kIallreduce, b.status(), plan.job.get());
+    staged = *b;
+    if (!staged.staged) staging.reset();
+  }
+  auto p = engine_->start(plan.job, staged.send, staged.recv, plan.elems);
   if (!p.ok()) return fail_call(MPI_COMM_WORLD, CallKind::kIallreduce, p.status(), plan.job.get());
   auto* g = new GreqState{*p};
   const int rc = pmpi.Grequest_start(greq_query, greq_free, greq_cancel, g, request);
@@ -448,7 +507,8 @@ int Runtime::start_iallreduce(Plan& plan, const void* send, void* recv, MPI_Requ
     return rc;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  requests_[request_key(*request)] = Request{std::move(p).value(), MPI_COMM_NULL, t0, plan.bytes, false};
+  requests_[request_key(*request)] =
+      Request{std::move(p).value(), MPI_COMM_NULL, t0, plan.bytes, false, std::move(staging), staged, g};
   request_count_.store(requests_.size(), std::memory_order_release);
   return MPI_SUCCESS;
 }
@@ -476,6 +536,18 @@ size_t Runtime::drive(int n, const MPI_Request* reqs, std::vector<int>* ours) {
       }
       std::fprintf(stderr, "sumcast-mpi: ERROR: MPI_Iallreduce through the appliance failed on rank %d: %s (%s)\n",
                    world_rank(), r.pending->status().to_string().c_str(), counters.c_str());
+    }
+    if (r.staging) {
+      const uint64_t before = r.staging->counters().bytes_to_host + r.staging->counters().bytes_to_device;
+      Status st = r.pending->status().ok() ? r.staging->finish(r.staged, r.bytes) : Status();
+      if (!st.ok()) {
+        static_cast<GreqState*>(r.greq)->copy_failed = true;
+        std::fprintf(stderr, "sumcast-mpi: ERROR: MPI_Iallreduce through the appliance failed on rank %d: %s\n",
+                     world_rank(), st.to_string().c_str());
+      }
+      stats_.staged(r.staging->counters().bytes_to_host + r.staging->counters().bytes_to_device - before +
+                    r.bytes);  // the copy in at the start, the copy out now
+      r.staging.reset();  // its host buffers are not needed any more
     }
     stats_.taken(CallKind::kIallreduce, r.bytes, now_ns() - r.start_ns, false);
     pmpi.Grequest_complete(reqs[i]);

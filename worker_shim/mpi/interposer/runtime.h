@@ -23,7 +23,9 @@
 #include <vector>
 
 #include "intranode.h"
+#include "sumcast/cuda/driver.h"
 #include "sumcast/mpi/async_engine.h"
+#include "sumcast/mpi/device_staging.h"
 #include "sumcast/mpi/env_config.h"
 #include "sumcast/mpi/stats.h"
 #include "types.h"
@@ -41,6 +43,7 @@ struct CommState {
   std::unique_ptr<Intranode> intranode;           // null: every rank is a member of the jobs (flat)
   std::map<uint32_t, std::shared_ptr<Job>> jobs;  // key: path, dtype, op
   std::vector<uint8_t> scratch;                   // MPI_Reduce_scatter_block out of place
+  std::unique_ptr<DeviceStaging> staging;         // host copies of CUDA device buffers (blocking calls)
   uint64_t order = 0;                             // set-up order (teardown in reverse)
 };
 
@@ -81,6 +84,16 @@ class Runtime {
   // Runs a planned blocking all-reduce (send may equal recv).
   Status run_blocking(Plan& plan, const void* send, void* recv);
 
+  // CUDA device buffers of a call plan() took. With SUMCAST_MPI_DEVICE_BUFFERS=mpi: false when
+  // any rank of `comm` passed device memory (the ranks agree: one small PMPI_Allreduce, on every
+  // rank); the call then goes to MPI. With the default (stage): true, without communication.
+  bool device_policy(MPI_Comm comm, const void* send, const void* recv);
+  // The communicator's staging of device buffers, bound to the CUDA driver as now known.
+  DeviceStaging& staging(CommState& st);
+  // The CUDA driver once the process has loaded it (looked for again on each call until then);
+  // nullptr on hosts without CUDA.
+  const cuda::Driver* cuda_driver();
+
   // A failed call: prints one error line and raises MPI_ERR_OTHER on `comm` (its error handler;
   // fatal by default). Returns what the handler returned.
   // `job`, when given, adds its counters to the message (the caller must not hold its mutex).
@@ -99,6 +112,9 @@ class Runtime {
     uint64_t start_ns = 0;
     uint64_t bytes = 0;
     bool completed = false;  // MPI_Grequest_complete called
+    std::unique_ptr<DeviceStaging> staging;  // set when the call's buffers are device memory
+    DeviceStaging::Buffers staged;
+    void* greq = nullptr;  // the generalized request's extra state (alive until MPI frees it)
   };
   // Starts a planned MPI_Iallreduce and returns its generalized request.
   int start_iallreduce(Plan& plan, const void* send, void* recv, MPI_Request* request);
@@ -126,6 +142,7 @@ class Runtime {
   // problem not yet reported prints it as the one warning.
   bool agree(MPI_Comm comm, int rank, bool ok, const std::string& problem);
   void warn(const std::string& text);
+  void warn_cuda(const std::string& why);
   void teardown_jobs(CommState& st);
   static int delete_attr(MPI_Comm comm, int keyval, void* attr, void* extra);
 
@@ -140,6 +157,9 @@ class Runtime {
   std::atomic<bool> warned_{false};    // this process printed, or saw printed, the one warning
   std::atomic<bool> finalized_{false};
   std::atomic<bool> error_printed_{false};
+  std::atomic<const cuda::Driver*> cuda_{nullptr};
+  std::unique_ptr<cuda::Driver> cuda_owner_;  // under mu_
+  bool cuda_warned_ = false;                  // under mu_
 
   std::mutex mu_;                   // guards the members below
   std::vector<CommState*> states_;  // every live CommState

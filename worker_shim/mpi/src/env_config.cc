@@ -93,7 +93,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 20> kTable = {{
+constexpr std::array<EnvVar, 22> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -183,6 +183,32 @@ constexpr std::array<EnvVar, 20> kTable = {{
      "debugging: before every reduction the ranks compare the call and the decision (one small PMPI_Allreduce "
      "more per call) and abort with both sides on a mismatch",
      true, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.check = b; }); }},
+    {"SUMCAST_MPI_DEVICE_BUFFERS", EnvType::kString, "stage",
+     "CUDA device buffers (CUDA-aware MPI programs): `stage` copies them to host memory and back around the "
+     "appliance call; `mpi` passes a call to MPI when any rank's buffer is device memory (one 4-byte "
+     "PMPI_Allreduce more per eligible call, on every host). Host buffers and hosts without CUDA are unaffected",
+     true,
+     [](MpiConfig& c, std::string_view v) -> Status {
+       const std::string_view t = trim(v);
+       if (t == "stage") {
+         c.device_stage = true;
+       } else if (t == "mpi") {
+         c.device_stage = false;
+       } else {
+         return Status::invalid_argument("must be stage or mpi");
+       }
+       return {};
+     }},
+    {"SUMCAST_MPI_CUDA_DRIVER", EnvType::kPath, "libcuda.so.1",
+     "the CUDA driver library used to tell device memory from host memory; consulted only once the process "
+     "has loaded it (a CUDA program), never loaded by the interposer itself",
+     false,
+     [](MpiConfig& c, std::string_view v) -> Status {
+       const std::string_view t = trim(v);
+       if (t.empty()) return Status::invalid_argument("must not be empty");
+       c.cuda_driver = std::string(t);
+       return {};
+     }},
 }};
 
 uint64_t fnv1a(uint64_t h, std::string_view s) {
@@ -329,6 +355,7 @@ uint64_t fingerprint(const MpiConfig& c) {
   h = fnv1a(h, std::to_string(c.payload_bytes));
   h = fnv1a(h, std::to_string(c.slots));
   h = fnv1a(h, c.check ? "1" : "0");
+  h = fnv1a(h, c.device_stage ? "stage" : "mpi");
   return h;
 }
 

@@ -49,6 +49,8 @@ const char* pass_reason_name(PassReason reason) {
       return "small";
     case PassReason::kSetup:
       return "setup_failed";
+    case PassReason::kDevice:
+      return "device_buffer";
   }
   return "?";
 }
@@ -70,6 +72,11 @@ void Stats::passed(CallKind kind, PassReason reason, uint64_t bytes, uint64_t ns
 }
 
 void Stats::add_retransmissions(uint64_t n) { f_[kRetransmitField].fetch_add(n, std::memory_order_relaxed); }
+
+void Stats::staged(uint64_t bytes_copied) {
+  f_[kStagedCallsField].fetch_add(1, std::memory_order_relaxed);
+  f_[kStagedBytesField].fetch_add(bytes_copied, std::memory_order_relaxed);
+}
 
 Stats::Snapshot Stats::snapshot() const {
   Snapshot s{};
@@ -94,6 +101,10 @@ std::string Stats::format(const Snapshot& s, const std::string& scope) {
   }
   out += "\nsumcast-mpi:   intra-node calls " + std::to_string(s[kIntranodeField]) + ", appliance retransmissions " +
          std::to_string(s[kRetransmitField]) + "\n";
+  if (s[kStagedCallsField] != 0) {
+    out += "sumcast-mpi:   device buffers staged through host memory: " + std::to_string(s[kStagedCallsField]) +
+           " calls, " + human_bytes(s[kStagedBytesField]) + " copied\n";
+  }
   return out;
 }
 

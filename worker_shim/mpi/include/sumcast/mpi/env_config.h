@@ -53,6 +53,8 @@ struct MpiConfig {
   uint32_t register_timeout_ms = 30000;  // SUMCAST_MPI_REGISTER_TIMEOUT_MS
   bool verbose = false;                  // SUMCAST_MPI_VERBOSE: one line per communicator set up
   bool check = false;                    // SUMCAST_MPI_CHECK: ranks compare every decision (debugging)
+  bool device_stage = true;              // SUMCAST_MPI_DEVICE_BUFFERS: stage (true) or mpi
+  std::string cuda_driver = "libcuda.so.1";  // SUMCAST_MPI_CUDA_DRIVER
 };
 
 enum class EnvType : uint8_t { kBool, kBytes, kUint, kString, kList, kPath };

@@ -25,25 +25,30 @@ enum class PassReason : uint8_t {
   kComm = 4,      // inter-communicator, or a single rank
   kSmall = 5,     // below SUMCAST_MPI_THRESHOLD (or count 0)
   kSetup = 6,     // setting up this communicator's job failed (one warning was printed)
+  kDevice = 7,    // a rank passed CUDA device memory and SUMCAST_MPI_DEVICE_BUFFERS=mpi (the ranks agreed)
 };
-inline constexpr int kPassReasonCount = 7;
+inline constexpr int kPassReasonCount = 8;
 const char* pass_reason_name(PassReason reason);
 
 class Stats {
  public:
   // Field layout of snapshot(): per call kind {taken calls, bytes, ns, passed calls, bytes, ns},
   // then one count per pass reason, then calls taken on the intra-node path, then appliance
-  // retransmissions.
+  // retransmissions, then calls whose device buffers were staged through host memory and the
+  // bytes copied (both ways).
   static constexpr size_t kPerKind = 6;
   static constexpr size_t kReasonBase = kPerKind * kCallKindCount;
   static constexpr size_t kIntranodeField = kReasonBase + kPassReasonCount;
   static constexpr size_t kRetransmitField = kIntranodeField + 1;
-  static constexpr size_t kFields = kRetransmitField + 1;
+  static constexpr size_t kStagedCallsField = kRetransmitField + 1;
+  static constexpr size_t kStagedBytesField = kStagedCallsField + 1;
+  static constexpr size_t kFields = kStagedBytesField + 1;
   using Snapshot = std::array<uint64_t, kFields>;
 
   void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
   void passed(CallKind kind, PassReason reason, uint64_t bytes, uint64_t ns);
   void add_retransmissions(uint64_t n);
+  void staged(uint64_t bytes_copied);
   Snapshot snapshot() const;
 
   // Lines to print (each starts with "sumcast-mpi: "). `scope` says whose figures these are
