@@ -12,6 +12,7 @@
 # usage: mpi_netns_test.sh ompi|mpich LIBSUMCAST_MPI PROGRAM SUMCASTD      (root; exit 77 otherwise)
 # MPI_NETNS_RUNS (default "intranode flat down") picks the runs after the reference, for debugging.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 flavor=$1 lib=$2 prog=$3 sumcastd=$4
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (network namespaces)"; exit 77; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
