@@ -3,8 +3,9 @@
 #   source "$(dirname "${BASH_SOURCE[0]}")/<up to the top>/tools/lib/fail-loudly.sh"
 # so that no `set -e` exit is a bare status code: when a command ends the script, the ERR trap
 # prints the script, the line and the command first, e.g.
-#   tools/container-test: line 61: exit status 1 of: mirror=$(cat /etc/apt/sources.list ...)
-#     in detect_mirror, called from tools/container-test line 70
+#   tools/testbed/testbed.sh: line 26: exit status 2 of: ip netns exec "$ns" "$@"
+#     in tb_exec, called from tools/testbed/testbed.sh line 48
+#     in tb_up, called from tools/container-test line 119
 # It only reports: the exit itself is still errexit's, with the failing command's status, and `$?`
 # is the same after the trap as before it. So
 #   - a command that errexit would not end the script for (the condition of an if/while/until, a
@@ -15,8 +16,8 @@
 #   - errtrace (set -E) makes functions and ( subshells ) report the line inside them, then the
 #     caller's line; a background job (`f &`) that fails reports too, even when its `wait` is
 #     handled;
-#   - an interactive shell that sources it (or a script that sources it) gets no trap and no
-#     option changes.
+#   - an interactive shell that sources it (directly or through a script it sources) gets no trap
+#     and no option changes.
 # Explicit `exit N` paths are not covered: each prints its own reason before it exits.
 
 if [[ $- != *i* ]]; then
