@@ -1,10 +1,12 @@
-#!/bin/sh
+#!/bin/bash
 # Builds the programs the images ship and lays them out for the runtime stages (docker/Dockerfile):
 #   collect.sh BUILD_DIR OUT_DIR JOBS
 # OUT/appliance/{bin,lib}, OUT/worker/{bin,lib}: the files, as they go under /usr/local.
 # OUT/appliance.packages, OUT/worker.packages: the Debian packages whose shared libraries those
 # files need (ldd, then dpkg -S), one per line: the runtime stages install exactly these.
 set -eu
+source "$(dirname "${BASH_SOURCE[0]}")/../tools/lib/fail-loudly.sh"
+[ $# = 3 ] || { echo "usage: collect.sh BUILD_DIR OUT_DIR JOBS" >&2; exit 2; }
 build=$1 out=$2 jobs=$3
 
 has_target() { cmake --build "$build" --target help | grep -q "^\.\.\. $1\$"; }

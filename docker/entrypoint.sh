@@ -10,6 +10,11 @@
 # Then it execs sumcastd -c CONFIG -- "$@" (arguments are EAL arguments).
 # Exit status: 64 no configuration, 65 invalid configuration, 66 hugepages missing, 67 port missing.
 set -uo pipefail
+# The tree's ERR trap (tools/lib/fail-loudly.sh): the image has it in /usr/local/lib/sumcast.
+fail_loudly=$(dirname "${BASH_SOURCE[0]}")/../tools/lib/fail-loudly.sh
+[ -r "$fail_loudly" ] || fail_loudly=/usr/local/lib/sumcast/fail-loudly.sh
+# shellcheck source=../tools/lib/fail-loudly.sh
+source "$fail_loudly"
 
 config=${SUMCAST_CONFIG:-/etc/sumcast/agg.conf}
 say() { printf 'sumcast-entrypoint: %s\n' "$*" >&2; }

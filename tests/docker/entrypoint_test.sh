@@ -6,6 +6,7 @@
 #
 # usage: entrypoint_test.sh SUMCASTD SUMCASTCTL
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 sumcastd=$1 sumcastctl=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 entrypoint="${SUMCAST_SOURCE_DIR:-$here/../..}/docker/entrypoint.sh"

@@ -12,6 +12,7 @@
 #
 # usage: exact_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR WORLD [BIG]
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"

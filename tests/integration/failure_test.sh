@@ -24,6 +24,7 @@
 #
 # usage: failure_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR MODE
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"

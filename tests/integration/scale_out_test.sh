@@ -17,6 +17,7 @@
 #
 # usage: scale_out_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR SERVE K [MODE]
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"

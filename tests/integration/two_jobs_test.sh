@@ -8,6 +8,7 @@
 #
 # usage: two_jobs_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"

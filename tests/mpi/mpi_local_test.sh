@@ -11,6 +11,7 @@
 #   5. SUMCAST_MPI_ENABLE=0: no warning, nothing taken.
 # usage: mpi_local_test.sh ompi|mpich LIBSUMCAST_MPI PROGRAM TEST_APPLIANCE
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 flavor=$1 lib=$2 prog=$3 appliance=$4
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/mpi_lib.sh"

@@ -16,6 +16,7 @@
 #        (root; exit 77 otherwise)
 # MPI_NETNS_RUNS (default "intranode flat down") picks the runs after the reference, for debugging.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 flavor=$1 lib=$2 prog=$3 sumcastd=$4
 per_host=${5:-3}
 shift $(($# < 5 ? $# : 5))

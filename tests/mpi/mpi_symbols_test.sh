@@ -5,6 +5,7 @@
 # loads into programs that open MPI later (Python) and into programs of the other MPI flavour.
 #   usage: mpi_symbols_test.sh LIBSUMCAST_MPI
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 lib=$1
 want="MPI_Allreduce MPI_Comm_disconnect MPI_Comm_free MPI_Finalize MPI_Iallreduce MPI_Reduce_scatter_block
 MPI_Request_free MPI_Request_get_status MPI_Test MPI_Testall MPI_Testany MPI_Testsome MPI_Wait MPI_Waitall

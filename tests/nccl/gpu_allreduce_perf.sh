@@ -27,6 +27,7 @@
 #   EXTRA_NCCL_ENV   e.g. "NCCL_ALGO=CollNetChain" (space-separated VAR=VALUE, passed to all ranks)
 # Exit 0 when every check passed; 77 when there is no GPU.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
 tests_dir=${1:?usage: gpu_allreduce_perf.sh NCCL_TESTS_DIR [BUILD_DIR]}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -67,7 +68,7 @@ if [ -z "${SUMCAST_APPLIANCES:-}" ]; then
   app_pid=$!
   for _ in $(seq 200); do grep -q '^ready ' "$work/appliance.log" && break; read -rt 0.05 <> <(:) || true; done
   SUMCAST_APPLIANCES=$(sed -n 's/^ready //p' "$work/appliance.log")
-  [ -n "$SUMCAST_APPLIANCES" ] || { cat "$work/appliance.log"; exit 1; }
+  [ -n "$SUMCAST_APPLIANCES" ] || { cat "$work/appliance.log"; echo "nccl_test_appliance printed no ready line within 10 s (its log above)"; exit 1; }
   SUMCAST_TOKEN_FILE=$work/token
 fi
 

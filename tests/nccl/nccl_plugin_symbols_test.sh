@@ -3,6 +3,7 @@
 # defined (undefined imports from libc/libstdc++ are fine).
 #   nccl_plugin_symbols_test.sh PLUGIN
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 plugin=$1
 want=$(printf '%s\n' ncclCollNetPlugin_v10 ncclCollNetPlugin_v8 ncclCollNetPlugin_v9 ncclNetPlugin_v10 \
   ncclNetPlugin_v8 ncclNetPlugin_v9 | sort)

@@ -11,6 +11,7 @@
 #       appliance namespace, rank i in namespace w<i>, ncclNet over the worker veths. Needs root
 #       (exit 77, skipped, otherwise).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
 kind=$1 abi=$2 harness=$3 plugin=$4 appliance=$5 n=${6:-3}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -16,6 +16,7 @@
 #
 # usage: xdp_prog_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR XDP_OBJECT [CORES]
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../integration/lib.sh
 source "$here/../integration/lib.sh"

@@ -5,6 +5,7 @@
 # sent its file, and print the appliance's counters through SUMCAST_CTL. (dpdk-pktgen itself is
 # not packaged for Debian.) Exit 77 (skipped) without lua5.4.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 lua=$(command -v lua5.4 || command -v lua5.3 || true)
 [ -n "$lua" ] || { echo "skipped: needs lua5.4 (Debian package lua5.4)"; exit 77; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -19,6 +19,7 @@
 # Environment: REPLAY_DTYPE (fp32), REPLAY_SLOTS (32), REPLAY_ROUNDS (16), REPLAY_RANKS (4).
 # Exit 77 (skipped) when not root or without dpdk-testpmd.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
 sumcastd=$1 sumcastctl=$2 pcapgen=$3
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (network namespaces)"; exit 77; }

@@ -20,6 +20,7 @@
 #
 # usage: flood_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../integration/lib.sh
 IT_LIMIT_S=${IT_LIMIT_S:-85}  # every wait stops by then (ctest TIMEOUT 120), cleanup included

@@ -5,6 +5,7 @@
 #
 # usage: sumcastd_cli_test.sh SUMCASTD SUMCASTCTL [TEST_WORKER]
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
 sumcastd=$1 sumcastctl=$2
 work=$(mktemp -d /tmp/sumcastd-cli.XXXXXX)

@@ -9,6 +9,7 @@
 # usage: sumcastd_test.sh SUMCASTD SUMCASTCTL TEST_WORKER [af_packet|af_xdp] [WORKER_CORES]
 # Exit 77 (skipped) when not root.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
 sumcastd=$1 sumcastctl=$2 worker=$3 pmd=${4:-af_packet} cores=${5:-1}
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (network namespaces)"; exit 77; }

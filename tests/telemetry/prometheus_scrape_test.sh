@@ -10,6 +10,7 @@
 # usage: prometheus_scrape_test.sh SUMCASTD SUMCASTCTL TEST_WORKER
 # Exit 77 (skipped) when not root or without curl.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
 sumcastd=$1 sumcastctl=$2 worker=$3
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (network namespaces)"; exit 77; }

@@ -5,6 +5,7 @@
 #   tests/topology/gpu_checks.sh [BUILD_DIR]      (default: build-gpu/ at the top of the repo)
 # Environment: SUMCAST_JOBS (default nproc).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${1:-$root/build-gpu}
 jobs=${SUMCAST_JOBS:-$(nproc)}
