@@ -5,6 +5,7 @@
 # usage: mpi_flavour_test.sh ompi|mpich WRONG_LIBSUMCAST_MPI PROGRAM [PROGRAM_ARGS...]
 #   ompi|mpich: the flavour of the program's own MPI (its launcher is used)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 flavor=$1 lib=$2 prog=$3
 shift 3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
