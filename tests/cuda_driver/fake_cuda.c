@@ -63,9 +63,15 @@ static int enter(const char* fn) {
 
 static void ensure_region(void) {
   if (region != NULL) return;
-  region = mmap(NULL, REGION_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  shadow = calloc(1, REGION_BYTES);
-  if (region == MAP_FAILED || shadow == NULL) abort();
+  /* FAKE_CUDA_ACCESSIBLE=1: the device range is ordinary memory (for runs where a plain MPI
+   * library, which knows nothing of this fake, must be able to reduce the buffers itself). */
+  const char* acc = getenv("FAKE_CUDA_ACCESSIBLE");
+  int accessible = acc != NULL && strcmp(acc, "1") == 0;
+  region = mmap(NULL, REGION_BYTES, accessible ? PROT_READ | PROT_WRITE : PROT_NONE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (region == MAP_FAILED) abort();
+  shadow = accessible ? region : calloc(1, REGION_BYTES);
+  if (shadow == NULL) abort();
 }
 
 static int in_device(const void* p, size_t n) {

@@ -5,7 +5,9 @@
  * "Device memory" is an address range mapped with no access at all: any CPU read or write of a
  * device pointer faults, so a test that passes never touched one as host memory. Its contents
  * live in a separate shadow buffer that only the fake's copies (and the control functions) use.
- * Copies also check that a context was made current (cuCtxPushCurrent_v2), as the driver needs. */
+ * Copies also check that a context was made current (cuCtxPushCurrent_v2), as the driver needs.
+ * With FAKE_CUDA_ACCESSIBLE=1 in the environment the device range is ordinary memory instead (so
+ * that a plain MPI library can reduce such buffers in a comparison run). */
 #ifndef SUMCAST_TESTS_FAKE_CUDA_H_
 #define SUMCAST_TESTS_FAKE_CUDA_H_
 

@@ -9,7 +9,11 @@
 #   3. the appliance down: results identical again, exactly one warning, nothing taken;
 #   4. a configuration error (bad threshold): exactly one warning naming the variable;
 #   5. SUMCAST_MPI_ENABLE=0: no warning, nothing taken.
-# usage: mpi_local_test.sh ompi|mpich LIBSUMCAST_MPI PROGRAM TEST_APPLIANCE
+#   6. with DEVICE_PROGRAM (mpi_device.c) and the fake CUDA driver it links: device buffers the CPU
+#      cannot touch are staged (every call exact, each counted as staged); with
+#      SUMCAST_MPI_DEVICE_BUFFERS=mpi (device memory made CPU-accessible for plain MPI) every such
+#      call is passed to MPI, counted as device_buffer, still exact.
+# usage: mpi_local_test.sh ompi|mpich LIBSUMCAST_MPI PROGRAM TEST_APPLIANCE [DEVICE_PROGRAM FAKE_CUDA]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 flavor=$1 lib=$2 prog=$3 appliance=$4
@@ -47,8 +51,8 @@ common=(SUMCAST_MPI_THRESHOLD=$threshold SUMCAST_MPI_TOKEN_FILE="$work/token" SU
         SUMCAST_MPI_REGISTER_TIMEOUT_MS=20000)
 run() {  # name env... : runs the program (extra arguments in $prog_args), output in $work/name.log
   local name=$1; shift
-  mpi_launch "$flavor" 4 "" -- "$@" -- "$prog" --threshold $threshold ${prog_args:-} >"$work/$name.log" 2>&1 ||
-    fail "$name: the program failed"
+  mpi_launch "$flavor" 4 "" -- "$@" -- ${run_prog:-"$prog" --threshold $threshold ${prog_args:-}} \
+    >"$work/$name.log" 2>&1 || fail "$name: the program failed"
   grep -q "all exact" "$work/$name.log" || fail "$name: not every check exact"
 }
 
@@ -100,4 +104,19 @@ run off LD_PRELOAD="$lib" SUMCAST_MPI_ENABLE=0 SUMCAST_MPI_STATS=1
 ! grep -q "sumcast-mpi: WARNING" "$work/off.log" || fail "SUMCAST_MPI_ENABLE=0 warned"
 [ "$(stat_calls "$work/off.log" MPI_Allreduce)" = 0 ] || fail "SUMCAST_MPI_ENABLE=0 took calls"
 check_lines "$work/off.log" | diff "$work/plain.checks" - || fail "disabled: results differ"
+# 6. CUDA device buffers
+if [ -n "${5:-}" ]; then
+  dev_env=(LD_PRELOAD="$lib" SUMCAST_MPI_APPLIANCES="$ip_addr:$port" SUMCAST_MPI_STATS=1 SUMCAST_MPI_CUDA_DRIVER="$6"
+           "${common[@]}")
+  run_prog=$5 run device "${dev_env[@]}"
+  calls=$(sed -n 's/^# calls \([0-9]*\)/\1/p' "$work/device.log")
+  staged=$(sed -n 's/.*device buffers staged through host memory: \([0-9]*\) calls.*/\1/p' "$work/device.log")
+  [ -n "$calls" ] && [ "${staged:-0}" = "$calls" ] || fail "device: ${staged:-no} calls staged, want $calls"
+  echo "device buffers: $calls calls staged through host memory, every result exact"
+  run_prog=$5 run device_mpi "${dev_env[@]}" SUMCAST_MPI_DEVICE_BUFFERS=mpi FAKE_CUDA_ACCESSIBLE=1
+  passed=$(sed -n 's/.*passed because:.* device_buffer \([0-9]*\).*/\1/p' "$work/device_mpi.log")
+  [ "${passed:-0}" = "$calls" ] || fail "SUMCAST_MPI_DEVICE_BUFFERS=mpi: ${passed:-no} calls passed, want $calls"
+  ! grep -q "device buffers staged" "$work/device_mpi.log" || fail "SUMCAST_MPI_DEVICE_BUFFERS=mpi staged calls"
+  echo "device buffers with SUMCAST_MPI_DEVICE_BUFFERS=mpi: $passed calls passed to MPI, every result exact"
+fi
 echo "PASS: $flavor: identical results with and without the interposer; one warning when the appliance is down"
