@@ -9,7 +9,7 @@ namespace {
 std::string mpi_error(int rc) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
-  if (pmpi.Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  if (PMPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
   return std::string(text, static_cast<size_t>(len));
 }
 
@@ -17,59 +17,59 @@ std::string mpi_error(int rc) {
 
 Result<std::unique_ptr<Intranode>> Intranode::create(MPI_Comm comm, uint64_t piece_bytes, std::string* layout) {
   int rank = 0;
-  pmpi.Comm_rank(comm, &rank);
+  PMPI_Comm_rank(comm, &rank);
   MPI_Comm local = MPI_COMM_NULL;
-  if (pmpi.Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) != MPI_SUCCESS) {
+  if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) != MPI_SUCCESS) {
     return Status::unavailable("MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) failed");
   }
   int lsize = 0, lrank = 0;
-  pmpi.Comm_size(local, &lsize);
-  pmpi.Comm_rank(local, &lrank);
+  PMPI_Comm_size(local, &lsize);
+  PMPI_Comm_rank(local, &lrank);
   // Same rank count on every host? {min, -max} in one reduction.
   int in[2] = {lsize, -lsize}, out[2] = {0, 0};
-  pmpi.Allreduce(in, out, 2, MPI_INT, MPI_MIN, comm);
+  PMPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, comm);
   const int min_local = out[0], max_local = -out[1];
   int size = 0;
-  pmpi.Comm_size(comm, &size);
+  PMPI_Comm_size(comm, &size);
   const int hosts = size / std::max(1, lsize);
   *layout = std::to_string(hosts) + " host(s) x " + std::to_string(lsize) + " rank(s)";
   if (min_local != max_local || lsize < 2 || min_local == size) {
     if (min_local != max_local)
       *layout = "hosts with " + std::to_string(min_local) + ".." + std::to_string(max_local) + " ranks";
-    pmpi.Comm_free(&local);
+    PMPI_Comm_free(&local);
     return std::unique_ptr<Intranode>();
   }
   std::unique_ptr<Intranode> n(new Intranode());
   n->local_ = local;
   n->local_rank_ = lrank;
   n->local_size_ = lsize;
-  pmpi.Comm_set_errhandler(local, MPI_ERRORS_RETURN);
-  if (pmpi.Comm_split(comm, lrank, rank, &n->cross_) != MPI_SUCCESS)
+  PMPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
+  if (PMPI_Comm_split(comm, lrank, rank, &n->cross_) != MPI_SUCCESS)
     return Status::unavailable("MPI_Comm_split failed");
-  pmpi.Comm_rank(n->cross_, &n->cross_rank_);
-  pmpi.Comm_size(n->cross_, &n->cross_size_);
+  PMPI_Comm_rank(n->cross_, &n->cross_rank_);
+  PMPI_Comm_size(n->cross_, &n->cross_size_);
 
   n->piece_bytes_ = piece_bytes;
   n->result_bytes_ = (piece_bytes / static_cast<uint64_t>(lsize) + 64 + 63) & ~uint64_t{63};
   const uint64_t seg = piece_bytes + 2 * n->result_bytes_;
   MPI_Info info;
-  pmpi.Info_create(&info);
-  pmpi.Info_set(info, "alloc_shared_noncontig", "true");
+  PMPI_Info_create(&info);
+  PMPI_Info_set(info, "alloc_shared_noncontig", "true");
   void* base = nullptr;
-  const int rc = pmpi.Win_allocate_shared(static_cast<MPI_Aint>(seg), 1, info, local, &base, &n->win_);
-  pmpi.Info_free(&info);
+  const int rc = PMPI_Win_allocate_shared(static_cast<MPI_Aint>(seg), 1, info, local, &base, &n->win_);
+  PMPI_Info_free(&info);
   if (rc != MPI_SUCCESS) {
     n->win_ = MPI_WIN_NULL;
     return Status::unavailable("MPI_Win_allocate_shared of " + std::to_string(seg) + " bytes: " + mpi_error(rc));
   }
-  pmpi.Win_set_errhandler(n->win_, MPI_ERRORS_RETURN);
+  PMPI_Win_set_errhandler(n->win_, MPI_ERRORS_RETURN);
   n->input_.resize(static_cast<size_t>(lsize));
   for (auto& r : n->result_) r.resize(static_cast<size_t>(lsize));
   for (int r = 0; r < lsize; ++r) {
     MPI_Aint sz = 0;
     int disp = 0;
     void* p = nullptr;
-    if (pmpi.Win_shared_query(n->win_, r, &sz, &disp, &p) != MPI_SUCCESS || p == nullptr ||
+    if (PMPI_Win_shared_query(n->win_, r, &sz, &disp, &p) != MPI_SUCCESS || p == nullptr ||
         static_cast<uint64_t>(sz) < seg) {
       return Status::unavailable("MPI_Win_shared_query for local rank " + std::to_string(r) + " failed");
     }
@@ -78,7 +78,7 @@ Result<std::unique_ptr<Intranode>> Intranode::create(MPI_Comm comm, uint64_t pie
     n->result_[0][static_cast<size_t>(r)] = b + piece_bytes;
     n->result_[1][static_cast<size_t>(r)] = b + piece_bytes + n->result_bytes_;
   }
-  pmpi.Win_lock_all(MPI_MODE_NOCHECK, n->win_);
+  PMPI_Win_lock_all(MPI_MODE_NOCHECK, n->win_);
   n->locked_ = true;
   n->srcs_.resize(static_cast<size_t>(lsize));
   return n;
@@ -87,19 +87,19 @@ Result<std::unique_ptr<Intranode>> Intranode::create(MPI_Comm comm, uint64_t pie
 Intranode::~Intranode() = default;
 
 void Intranode::free_collective() {
-  if (locked_) pmpi.Win_unlock_all(win_);
+  if (locked_) PMPI_Win_unlock_all(win_);
   locked_ = false;
-  if (win_ != MPI_WIN_NULL) pmpi.Win_free(&win_);
-  if (cross_ != MPI_COMM_NULL) pmpi.Comm_free(&cross_);
-  if (local_ != MPI_COMM_NULL) pmpi.Comm_free(&local_);
+  if (win_ != MPI_WIN_NULL) PMPI_Win_free(&win_);
+  if (cross_ != MPI_COMM_NULL) PMPI_Comm_free(&cross_);
+  if (local_ != MPI_COMM_NULL) PMPI_Comm_free(&local_);
 }
 
 void Intranode::sync() {
   // The unified memory model's recipe for load/store sharing: a memory barrier on each side of a
   // process barrier.
-  pmpi.Win_sync(win_);
-  pmpi.Barrier(local_);
-  pmpi.Win_sync(win_);
+  PMPI_Win_sync(win_);
+  PMPI_Barrier(local_);
+  PMPI_Win_sync(win_);
 }
 
 Status Intranode::allreduce(Job& job, wire::Dtype dtype, wire::ReduceOp op, const void* send, void* recv,

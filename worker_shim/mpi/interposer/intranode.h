@@ -13,7 +13,7 @@
 // Thread safety: one thread at a time (MPI's rule for collectives on one communicator).
 #pragma once
 
-#include "mpi_lib.h"
+#include <mpi.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -27,7 +27,7 @@ uint64_t request_key(MPI_Request r) {
 
 int world_rank() {
   int r = 0;
-  pmpi.Comm_rank(MPI_COMM_WORLD, &r);
+  PMPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
 }
 
@@ -38,8 +38,8 @@ struct GreqState {
 
 int greq_query(void* extra, MPI_Status* status) {
   const auto* g = static_cast<GreqState*>(extra);
-  pmpi.Status_set_elements(status, MPI_BYTE, 0);
-  pmpi.Status_set_cancelled(status, 0);
+  PMPI_Status_set_elements(status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(status, 0);
   status->MPI_SOURCE = MPI_ANY_SOURCE;  // an empty status, as MPI returns for collectives
   status->MPI_TAG = MPI_ANY_TAG;
   return g->pending->status().ok() ? MPI_SUCCESS : MPI_ERR_OTHER;
@@ -51,13 +51,6 @@ int greq_free(void* extra) {
 }
 
 int greq_cancel(void*, int) { return MPI_SUCCESS; }  // an appliance call cannot be withdrawn
-
-// What MPI_COMM_NULL_COPY_FN does (a duplicated communicator starts without our state), as a
-// function of our own: Open MPI's is a symbol of the MPI library, which this code never names.
-int null_copy(MPI_Comm, int, void*, void*, void*, int* flag) {
-  *flag = 0;
-  return MPI_SUCCESS;
-}
 
 // "job NAME: calls C, chunks K, results R, retransmissions T, ..." for error messages.
 std::string describe(const Job& job) {
@@ -109,7 +102,7 @@ Runtime::Runtime() {
     std::fprintf(stderr, "sumcast-mpi: environment variables\n%s", env_table_markdown().c_str());
   }
   engine_ = std::make_unique<AsyncEngine>(config_.progress_thread);
-  pmpi.Comm_create_keyval(null_copy, &Runtime::delete_attr, &keyval_, nullptr);
+  PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &Runtime::delete_attr, &keyval_, nullptr);
 }
 
 int Runtime::delete_attr(MPI_Comm, int, void* attr, void*) {
@@ -132,7 +125,7 @@ bool Runtime::agree(MPI_Comm comm, int rank, bool ok, const std::string& problem
   unsigned long long in[2] = {ok ? 1ull : 0ull,
                               !ok && !problem.empty() ? static_cast<unsigned long long>(rank) : kNone};
   unsigned long long out[2] = {0, 0};
-  pmpi.Allreduce(in, out, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
+  PMPI_Allreduce(in, out, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
   if (out[0] == 1) return true;
   if (out[1] == static_cast<unsigned long long>(rank)) warn(problem);
   if (out[1] != kNone) warned_.store(true);
@@ -142,12 +135,12 @@ bool Runtime::agree(MPI_Comm comm, int rank, bool ok, const std::string& problem
 CommState* Runtime::state_for(MPI_Comm comm, int size) {
   void* attr = nullptr;
   int flag = 0;
-  pmpi.Comm_get_attr(comm, keyval_, &attr, &flag);
+  PMPI_Comm_get_attr(comm, keyval_, &attr, &flag);
   if (flag != 0) return static_cast<CommState*>(attr);
 
   // First use of this communicator: agree that the configuration is usable and identical.
   auto st = std::make_unique<CommState>();
-  pmpi.Comm_rank(comm, &st->rank);
+  PMPI_Comm_rank(comm, &st->rank);
   st->size = size;
   const bool ok = config_.enable && config_status_.ok() && !disabled_.load();
   std::string problem;
@@ -155,7 +148,7 @@ CommState* Runtime::state_for(MPI_Comm comm, int size) {
   unsigned long long in[4] = {ok ? 1ull : 0ull, problem.empty() ? kNone : static_cast<unsigned long long>(st->rank),
                               fingerprint_, ~fingerprint_};
   unsigned long long out[4] = {0, 0, 0, 0};
-  pmpi.Allreduce(in, out, 4, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
+  PMPI_Allreduce(in, out, 4, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
   const bool same = out[2] == ~out[3];
   st->active = out[0] == 1 && same;
   if (out[1] != kNone) {
@@ -170,7 +163,7 @@ CommState* Runtime::state_for(MPI_Comm comm, int size) {
     warned_.store(true);
   }
   CommState* raw = st.release();
-  pmpi.Comm_set_attr(comm, keyval_, raw);
+  PMPI_Comm_set_attr(comm, keyval_, raw);
   std::lock_guard<std::mutex> lock(mu_);
   states_.push_back(raw);
   return raw;
@@ -201,7 +194,7 @@ bool Runtime::prepare(CommState& st, MPI_Comm comm) {
     std::snprintf(name, sizeof name, "%s-%08x-%llu", config_.job_prefix.c_str(), static_cast<unsigned>(h ^ (h >> 32)),
                   static_cast<unsigned long long>(n));
   }
-  pmpi.Bcast(name, sizeof name, MPI_CHAR, 0, comm);
+  PMPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
   name[sizeof name - 1] = '\0';
   st.job_base = name;
   std::string layout = "off";
@@ -285,8 +278,8 @@ bool Runtime::plan(CallKind kind, int64_t count, MPI_Datatype datatype, MPI_Op o
     return false;
   }
   int inter = 0, size = 0;
-  pmpi.Comm_test_inter(comm, &inter);
-  if (inter == 0) pmpi.Comm_size(comm, &size);
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter == 0) PMPI_Comm_size(comm, &size);
   if (inter != 0 || size < 2 || size > 65535) {
     *why = PassReason::kComm;
     return false;
@@ -325,7 +318,7 @@ bool Runtime::plan(CallKind kind, int64_t count, MPI_Datatype datatype, MPI_Op o
 void Runtime::check_decision(MPI_Comm comm, CallKind kind, int64_t count, bool taken) {
   if (!config_.check) return;
   int inter = 0;
-  pmpi.Comm_test_inter(comm, &inter);
+  PMPI_Comm_test_inter(comm, &inter);
   if (inter != 0) return;
   const long long mine[3] = {static_cast<long long>(kind), count, taken ? 1 : 0};
   long long in[6], out[6];
@@ -333,7 +326,7 @@ void Runtime::check_decision(MPI_Comm comm, CallKind kind, int64_t count, bool t
     in[i] = mine[i];
     in[3 + i] = -mine[i];
   }
-  pmpi.Allreduce(in, out, 6, MPI_LONG_LONG, MPI_MIN, comm);
+  PMPI_Allreduce(in, out, 6, MPI_LONG_LONG, MPI_MIN, comm);
   if (out[0] == -out[3] && out[1] == -out[4] && out[2] == -out[5]) return;
   std::fprintf(stderr,
                "sumcast-mpi: CHECK FAILED on rank %d: this rank: %s count %lld %s; over the ranks: kind %lld..%lld, "
@@ -341,7 +334,7 @@ void Runtime::check_decision(MPI_Comm comm, CallKind kind, int64_t count, bool t
                world_rank(), call_kind_name(kind), static_cast<long long>(count), taken ? "taken" : "passed", out[0],
                -out[3], out[1], -out[4], out[2], -out[5]);
   std::fflush(stderr);
-  pmpi.Abort(comm, 3);
+  PMPI_Abort(comm, 3);
 }
 
 Status Runtime::run_blocking(Plan& plan, const void* send, void* recv) {
@@ -362,7 +355,7 @@ int Runtime::fail_call(MPI_Comm comm, CallKind kind, const Status& st, Job* job)
                world_rank(), st.to_string().c_str(), counters.c_str());
   std::fflush(stderr);
   error_printed_.store(true);
-  pmpi.Comm_call_errhandler(comm, MPI_ERR_OTHER);
+  PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
   return MPI_ERR_OTHER;
 }
 
@@ -378,12 +371,12 @@ void Runtime::comm_free(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) return;
   void* attr = nullptr;
   int flag = 0;
-  pmpi.Comm_get_attr(comm, keyval_, &attr, &flag);
+  PMPI_Comm_get_attr(comm, keyval_, &attr, &flag);
   if (flag == 0) return;
   auto* st = static_cast<CommState*>(attr);
   // Jobs and the intra-node layout exist on every rank of the communicator or on none (agreed).
   if (st->jobs.empty() && !st->intranode) return;
-  pmpi.Barrier(comm);  // nobody leaves a job while another member still waits for a result
+  PMPI_Barrier(comm);  // nobody leaves a job while another member still waits for a result
   teardown_jobs(*st);
   if (st->intranode) {
     st->intranode->free_collective();
@@ -395,7 +388,7 @@ void Runtime::finalize() {
   engine_->stop();
   int want = config_.stats, level = 0;
   // Also the barrier that keeps every rank in its jobs until all ranks finished their calls.
-  pmpi.Allreduce(&want, &level, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  PMPI_Allreduce(&want, &level, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   std::vector<CommState*> states;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -406,10 +399,10 @@ void Runtime::finalize() {
   if (level > 0) {
     const Stats::Snapshot mine = stats_.snapshot();
     Stats::Snapshot max{};
-    pmpi.Reduce(mine.data(), max.data(), static_cast<int>(mine.size()), MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(mine.data(), max.data(), static_cast<int>(mine.size()), MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
     int rank = 0, size = 0;
-    pmpi.Comm_rank(MPI_COMM_WORLD, &rank);
-    pmpi.Comm_size(MPI_COMM_WORLD, &size);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank == 0) {
       std::fputs(Stats::format(max, "largest per rank over " + std::to_string(size) + " ranks").c_str(), stderr);
     }
@@ -442,7 +435,7 @@ int Runtime::start_iallreduce(Plan& plan, const void* send, void* recv, MPI_Requ
   auto p = engine_->start(plan.job, send, recv, plan.elems);
   if (!p.ok()) return fail_call(MPI_COMM_WORLD, CallKind::kIallreduce, p.status(), plan.job.get());
   auto* g = new GreqState{*p};
-  const int rc = pmpi.Grequest_start(greq_query, greq_free, greq_cancel, g, request);
+  const int rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, g, request);
   if (rc != MPI_SUCCESS) {
     delete g;
     return rc;
@@ -478,7 +471,7 @@ size_t Runtime::drive(int n, const MPI_Request* reqs, std::vector<int>* ours) {
                    world_rank(), r.pending->status().to_string().c_str(), counters.c_str());
     }
     stats_.taken(CallKind::kIallreduce, r.bytes, now_ns() - r.start_ns, false);
-    pmpi.Grequest_complete(reqs[i]);
+    PMPI_Grequest_complete(reqs[i]);
     r.completed = true;
   }
   return running;

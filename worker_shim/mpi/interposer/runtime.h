@@ -11,7 +11,7 @@
 // communicator are ordered by the program (MPI's rule), global state is under mu_.
 #pragma once
 
-#include "mpi_lib.h"
+#include <mpi.h>
 
 #include <atomic>
 #include <cstdint>

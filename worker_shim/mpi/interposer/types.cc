@@ -36,7 +36,7 @@ const std::vector<Entry>& table() {
     for (const Entry& e : v) {
       if (e.datatype == MPI_DATATYPE_NULL) continue;
       int size = 0;
-      if (pmpi.Type_size(e.datatype, &size) == MPI_SUCCESS && static_cast<size_t>(size) == e.type.mpi_size) {
+      if (PMPI_Type_size(e.datatype, &size) == MPI_SUCCESS && static_cast<size_t>(size) == e.type.mpi_size) {
         out.push_back(e);
       }
     }

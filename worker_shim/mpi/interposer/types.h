@@ -3,7 +3,7 @@
 // op, so a decision made from them is the same on every rank.
 #pragma once
 
-#include "mpi_lib.h"
+#include <mpi.h>
 
 #include <cstddef>
 #include <optional>
