@@ -1,5 +1,6 @@
 // The DPDK side in one process, on a loopback net_ring port (what is sent comes back as rx):
-// DpdkTxSink counts what the PMD refuses and returns every mbuf; the lcore loop drops
+// DpdkTxSink keeps what the PMD refuses in a bounded backlog, sends it in order on later polls,
+// counts what it frees and returns every mbuf; the port reads its own counters; the lcore loop drops
 // multi-segment frames by name, dispatches frames to the core that owns their slot, runs jobs
 // installed through LcoreJobSink, and sends aborts on removal.
 #include "sumcast/dpdk/lcore.h"
@@ -97,46 +98,154 @@ uint64_t drops(const LcoreContext& c, engine::DropReason r) {
   return c.engine->counters().drops[static_cast<size_t>(r)].load(std::memory_order_relaxed);
 }
 
-TEST(DpdkTxSinkTest, RefusedFramesAreCountedAndFreed) {
+// Fills `buf` as frame number `i`: a Sumcast result frame when `result` (what the sink counts as
+// results_unsent while unsent), else a frame of another kind; `len` bytes.
+void fill_frame(uint8_t* buf, uint32_t i, uint32_t len, bool result) {
+  std::memset(buf, 0, len);
+  std::memcpy(buf, &i, sizeof(i));
+  buf[12] = 0x08;  // IPv4
+  buf[wire::kSumcastOffset + 1] = static_cast<uint8_t>(result ? wire::MsgType::kResult : wire::MsgType::kAbort);
+}
+
+// Submits frames first..first+n-1 (every third a result), lengths 100 + i % 4.
+void submit_frames(DpdkTxSink& tx, uint32_t first, uint32_t n) {
+  for (uint32_t i = first; i < first + n; ++i) {
+    uint8_t* buf = tx.acquire();
+    ASSERT_NE(buf, nullptr);
+    fill_frame(buf, i, 100 + i % 4, i % 3 == 0);
+    tx.submit(buf, 100 + i % 4);
+  }
+}
+
+// Result frames among frames from..to-1 of submit_frames.
+uint32_t results_among(uint64_t from, uint64_t to) {
+  uint32_t n = 0;
+  for (uint64_t i = from; i < to; ++i) n += i % 3 == 0 ? 1 : 0;
+  return n;
+}
+
+// Reads what came back on queue 0 and checks it is frames `*next`, `*next + 1`, ... in order.
+void expect_in_order(const Port& port, uint32_t* next) {
+  rte_mbuf* m[32];
+  uint16_t n = 0;
+  while ((n = rte_eth_rx_burst(port.info().port_id, 0, m, 32)) > 0) {
+    for (uint16_t k = 0; k < n; ++k, ++*next) {
+      uint32_t v = 0;
+      std::memcpy(&v, rte_pktmbuf_mtod(m[k], const uint8_t*), sizeof(v));
+      EXPECT_EQ(v, *next);
+      EXPECT_EQ(m[k]->data_len, 100 + *next % 4);
+    }
+    rte_pktmbuf_free_bulk(m, n);
+  }
+}
+
+// The loopback ring holds fewer frames than are sent, and nobody reads it meanwhile: what it
+// refuses waits in the backlog, goes out in order once the ring has room again, and is counted
+// as sent only then.
+TEST(DpdkTxSinkTest, RefusedFramesWaitInTheBacklogAndGoOutInOrderOnLaterPolls) {
   Port* port = test_port();
   ASSERT_NE(port, nullptr);
   drain_rx(*port);
   rte_mempool* pool = port->tx_pool();
   const unsigned avail = rte_mempool_avail_count(pool);
   DpdkTxSink tx(port->info().port_id, 0, pool, nullptr);
-  // The loopback ring holds fewer frames than this, and nobody reads it meanwhile.
   constexpr uint32_t kFrames = 1100;
-  for (uint32_t i = 0; i < kFrames; ++i) {
-    uint8_t* buf = tx.acquire();
-    ASSERT_NE(buf, nullptr);
-    std::memset(buf, 0, 64);
-    std::memcpy(buf, &i, sizeof(i));
-    tx.submit(buf, 60 + i % 4);
-  }
+  submit_frames(tx, 0, kFrames);
   tx.flush();
-  EXPECT_EQ(tx.sent() + tx.refused(), kFrames);
-  EXPECT_GT(tx.refused(), 0u);
-  EXPECT_EQ(tx.unsubmitted(), 0u);
-  // What was sent comes back in order, with its length.
-  rte_mbuf* m[32];
-  uint32_t seen = 0;
-  uint16_t n = 0;
-  while ((n = rte_eth_rx_burst(port->info().port_id, 0, m, 32)) > 0) {
-    for (uint16_t k = 0; k < n; ++k, ++seen) {
-      uint32_t v = 0;
-      std::memcpy(&v, rte_pktmbuf_mtod(m[k], const uint8_t*), sizeof(v));
-      EXPECT_EQ(v, seen);
-      EXPECT_EQ(m[k]->data_len, 60 + seen % 4);
-    }
-    rte_pktmbuf_free_bulk(m, n);
-  }
-  EXPECT_EQ(seen, tx.sent());
+  const uint64_t accepted = tx.sent();
+  EXPECT_LT(accepted, kFrames) << "the ring should have been full";
+  EXPECT_EQ(tx.backlog(), kFrames - accepted);
+  EXPECT_EQ(tx.deferred(), kFrames - accepted);
+  EXPECT_EQ(tx.refused(), 0u);
+  EXPECT_EQ(tx.results_unsent(), results_among(accepted, kFrames));
+  tx.poll();  // still full: nothing moves
+  EXPECT_EQ(tx.sent(), accepted);
+  uint32_t next = 0;
+  expect_in_order(*port, &next);
+  EXPECT_EQ(next, accepted);
+  // A new frame queues behind the backlog, never ahead of it.
+  submit_frames(tx, kFrames, 1);
+  tx.flush();
+  expect_in_order(*port, &next);
+  EXPECT_EQ(next, kFrames + 1);
+  EXPECT_EQ(tx.sent(), kFrames + 1);
+  EXPECT_EQ(tx.backlog(), 0u);
+  EXPECT_EQ(tx.results_unsent(), 0u);
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i <= kFrames; ++i) bytes += 100 + i % 4;
+  EXPECT_EQ(tx.sent_bytes(), bytes);
   // Acquired but never submitted: freed at flush and counted.
   ASSERT_NE(tx.acquire(), nullptr);
   ASSERT_NE(tx.acquire(), nullptr);
   tx.flush();
   EXPECT_EQ(tx.unsubmitted(), 2u);
   EXPECT_EQ(rte_mempool_avail_count(pool), avail) << "every mbuf went back to the pool";
+}
+
+// More than the ring and the backlog together: the surplus is freed and counted as refused (the
+// results among it as results that were never sent), and so is the backlog when the core stops.
+TEST(DpdkTxSinkTest, FramesBeyondAFullBacklogAreFreedAndCounted) {
+  Port* port = test_port();
+  ASSERT_NE(port, nullptr);
+  drain_rx(*port);
+  rte_mempool* pool = port->tx_pool();
+  const unsigned avail = rte_mempool_avail_count(pool);
+  DpdkTxSink tx(port->info().port_id, 0, pool, nullptr);
+  const uint32_t frames = 1100 + DpdkTxSink::kBacklog;
+  submit_frames(tx, 0, frames);
+  tx.flush();
+  const uint64_t accepted = tx.sent();
+  ASSERT_LT(accepted + DpdkTxSink::kBacklog, frames);
+  EXPECT_EQ(tx.backlog(), DpdkTxSink::kBacklog);
+  EXPECT_EQ(tx.refused(), frames - accepted - DpdkTxSink::kBacklog);
+  const uint32_t results = results_among(accepted, frames);
+  EXPECT_EQ(tx.results_unsent(), results) << "waiting or freed, they were not sent";
+  tx.drop_backlog();
+  EXPECT_EQ(tx.backlog(), 0u);
+  EXPECT_EQ(tx.refused(), frames - accepted);
+  EXPECT_EQ(tx.results_unsent(), results);
+  uint32_t next = 0;
+  expect_in_order(*port, &next);
+  EXPECT_EQ(next, accepted);
+  EXPECT_EQ(rte_mempool_avail_count(pool), avail) << "every mbuf went back to the pool";
+}
+
+// The port's own counters: rte_eth_stats by name in a fixed order, kernel_ring_drops (no packet
+// sockets on net_ring: 0), and the extended stats on request; what the sink sent shows there.
+TEST(PortStatsTest, PortCountersFollowTheFramesAndExtendedStatsComeOnRequest) {
+  Port* port = test_port();
+  ASSERT_NE(port, nullptr);
+  drain_rx(*port);
+  const auto get = [](const std::vector<PortStat>& rows, const std::string& name) -> int64_t {
+    for (const PortStat& r : rows) {
+      if (r.name == name) return static_cast<int64_t>(r.value);
+    }
+    ADD_FAILURE() << "no port counter " << name;
+    return -1;
+  };
+  const std::vector<PortStat> before = port->stats(false);
+  const std::vector<std::string> names = {"ipackets", "opackets", "ibytes",    "obytes",           "imissed",
+                                          "ierrors",  "oerrors",  "rx_nombuf", "kernel_ring_drops"};
+  ASSERT_EQ(before.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(before[i].name, names[i]);
+  EXPECT_EQ(port->ring_sockets(), 0u);
+  EXPECT_EQ(get(before, "kernel_ring_drops"), 0);
+  DpdkTxSink tx(port->info().port_id, 0, port->tx_pool(), nullptr);
+  submit_frames(tx, 0, 10);
+  tx.flush();
+  ASSERT_EQ(tx.sent(), 10u);
+  drain_rx(*port);
+  const std::vector<PortStat> after = port->stats(true);
+  EXPECT_EQ(get(after, "opackets") - get(before, "opackets"), 10);
+  EXPECT_EQ(get(after, "ipackets") - get(before, "ipackets"), 10);
+  EXPECT_EQ(get(after, "xstat_tx_good_packets"), get(after, "opackets")) << "ethdev's generic xstats";
+  bool only_names = true;
+  for (const PortStat& r : after) {
+    only_names =
+        only_names && r.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+                          std::string::npos;
+  }
+  EXPECT_TRUE(only_names) << "names are valid metric and telemetry keys";
 }
 
 // nic_offload's plan chooses TX IPv4 checksum offload when the port offers it; the sink then
@@ -204,7 +313,7 @@ TEST(PortOffloadTest, PortWithoutRteFlowFallsBackToSoftwareDispatch) {
   EXPECT_NE(info.plan.reason.find("rte_flow_validate refused"), std::string::npos) << info.plan.reason;
 }
 
-TEST(DpdkTxSinkTest, SubmitOfAForeignBufferSendsNothing) {
+TEST(DpdkTxSinkTest, SubmitOfAForeignBufferSendsNothingAndIsCounted) {
   Port* port = test_port();
   ASSERT_NE(port, nullptr);
   drain_rx(*port);
@@ -213,6 +322,7 @@ TEST(DpdkTxSinkTest, SubmitOfAForeignBufferSendsNothing) {
   tx.submit(foreign, sizeof(foreign));
   tx.flush();
   EXPECT_EQ(tx.sent(), 0u);
+  EXPECT_EQ(tx.unknown_buffers(), 1u) << "a foreign buffer is counted, not ignored";
   rte_mbuf* m[4];
   EXPECT_EQ(rte_eth_rx_burst(port->info().port_id, 0, m, 4), 0);
 }

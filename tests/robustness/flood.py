@@ -23,6 +23,9 @@
                         source: this host's IPv4 or PEER_IP (a real member's) with a wrong QPN
       The frames are built once with scapy (scapy.contrib.roce computes the ICRC) and then sent as
       bytes, so that the rate is the socket's, not scapy's.
+  flood.py burst IFACE DST_MAC COUNT
+      Sends COUNT 60-byte frames under an unknown EtherType (not_ipv4 to the appliance) to DST_MAC
+      from IFACE as fast as the socket takes them, and prints {"sent": N, "send_failed": K}.
 """
 import json
 import os
@@ -205,6 +208,24 @@ def flood(iface, dst_mac, dst_ip, src_ip, peer_ip, keyfile, count, secs, pps):
     return 0
 
 
+def burst(iface, dst_mac, count):
+    with open("/sys/class/net/%s/address" % iface) as f:
+        src_mac = f.read().strip()
+    frame = bytes.fromhex(dst_mac.replace(":", "")) + bytes.fromhex(src_mac.replace(":", "")) + b"\x88\xb5"
+    frame += bytes(60 - len(frame))
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((iface, 0))
+    sent = failed = 0
+    for _ in range(count):
+        try:
+            s.send(frame)
+            sent += 1
+        except OSError:  # ENOBUFS: not sent, not counted
+            failed += 1
+    print(json.dumps({"sent": sent, "send_failed": failed}))
+    return 0
+
+
 def main(argv):
     if len(argv) == 2 and argv[1] == "selftest":
         return selftest()
@@ -213,6 +234,8 @@ def main(argv):
     if len(argv) in (10, 11) and argv[1] == "flood":
         return flood(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], int(argv[8]), float(argv[9]),
                      float(argv[10]) if len(argv) == 11 else 0)
+    if len(argv) == 5 and argv[1] == "burst":
+        return burst(argv[2], argv[3], int(argv[4]))
     print(__doc__, file=sys.stderr)
     return 2
 

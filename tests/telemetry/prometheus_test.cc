@@ -222,6 +222,9 @@ Snapshot sample_snapshot() {
   b.registered = 2;
   s.jobs = {a, b};
   s.control = {{"connections_accepted", 10}, {"jobs_started", 2}};
+  s.port_device = "net_af_packet0";
+  s.port = {{"ipackets", 1000}, {"imissed", 7}, {"kernel_ring_drops", 42}};
+  s.port_xstats = {{"rx_good_packets", 1000}, {"rx_q0_errors", 3}};
   return s;
 }
 
@@ -258,6 +261,16 @@ TEST(PrometheusTest, OutputParsesAndEveryValueIsTheSnapshots) {
   EXPECT_EQ(value(p, "sumcast_job_running", b), 0);
   EXPECT_EQ(value(p, "sumcast_control_connections_accepted_total", {}), 10);
   EXPECT_EQ(value(p, "sumcast_control_jobs_started_total", {}), 2);
+  // The port's own counters, labelled with its device.
+  for (const NamedValue& v : s.port) {
+    EXPECT_EQ(value(p, "sumcast_port_" + v.name + "_total", {{"device", "net_af_packet0"}}),
+              static_cast<double>(v.value));
+    EXPECT_EQ(p.types.at("sumcast_port_" + v.name + "_total"), "counter");
+  }
+  for (const NamedValue& x : s.port_xstats) {
+    EXPECT_EQ(value(p, "sumcast_port_xstat_total", {{"device", "net_af_packet0"}, {"name", x.name}}),
+              static_cast<double>(x.value));
+  }
   // Every family has help text.
   for (const auto& [family, type] : p.types) EXPECT_NE(p.help.count(family), 0u) << family;
 }

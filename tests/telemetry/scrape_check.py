@@ -111,6 +111,23 @@ def main():
         s = get(samples, 'sumcast_slot_completion_seconds_sum', core=i)
         if count > 0 and not 0 < s < 60 * count:
             fail('core %d: latency sum %s for %s slots' % (i, s, count))
+    # The port's own counters and extended stats, labelled with its device.
+    port_b, port_a = before.get('port'), after.get('port')
+    if not port_a:
+        fail('sumcastctl stats --json has no port counters')
+    else:
+        for key, hi in port_a.items():
+            if key.startswith('xstat_'):
+                v = [x for k, x in samples.items() if k[0] == 'sumcast_port_xstat_total' and dict(k[1])['name'] == key[6:]]
+            else:
+                v = [x for k, x in samples.items() if k[0] == 'sumcast_port_%s_total' % key]
+            if len(v) != 1:
+                fail('port: %s is %d series in the scrape, not one' % (key, len(v)))
+            elif not port_b[key] <= v[0] <= hi:
+                fail('port: %s = %s, sumcastctl read %s then %s' % (key, v[0], port_b[key], hi))
+            checked += 1
+        if port_a.get('ipackets', 0) == 0:
+            fail('port: ipackets 0 after the workers ran')
     if types.get('sumcast_slot_completion_seconds') != 'histogram':
         fail('sumcast_slot_completion_seconds is not a histogram')
     if total.get('contributions') != chunks * world:

@@ -2,7 +2,8 @@
 // checker for agg.conf files.
 //
 //   sumcastctl [--prefix P | --socket PATH] [--timeout MS] COMMAND
-//     stats [--json]   per-core and total counters; drops by reason (non-zero only)
+//     stats [--json]   per-core and total counters; drops by reason (non-zero only); the port's
+//                      own counters (--json: with its extended stats)
 //     stats --watch [SECONDS] [--count N] [--json]
 //                      a live view refreshed every SECONDS (default 1): rates per second per core,
 //                      in total, drops by reason and per job, from two successive reads
@@ -46,7 +47,8 @@ constexpr int kExitUsage = 2;
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: sumcastctl [--prefix P | --socket PATH] [--timeout MS] COMMAND\n"
-               "  stats [--json]   counters per core and in total; drops by reason (non-zero only)\n"
+               "  stats [--json]   counters per core and in total; drops by reason (non-zero only); the\n"
+               "                   port's own counters (--json: with its extended stats)\n"
                "  stats --watch [SECONDS] [--count N] [--json]\n"
                "                   live rates per core, per job and of drops, refreshed every SECONDS (1)\n"
                "  jobs [--json]    jobs and control-plane counters\n"
@@ -91,8 +93,9 @@ int fail(const sumcast::Status& st) {
 constexpr const char* kMainRows[] = {"rx_packets",      "tx_packets",  "contributions",        "payload_bytes",
                                      "slots_completed", "duplicates",  "retransmits_answered", "results_sent",
                                      "aborts_sent",     "arp_replies", "jobs_active"};
-constexpr const char* kPortRows[] = {"rx_bursts",    "dispatched_out", "dispatched_in", "dispatch_full",
-                                     "control_msgs", "tx_refused",     "tx_unsubmitted"};
+constexpr const char* kPortRows[] = {"rx_bursts",     "dispatched_out", "dispatched_in",
+                                     "dispatch_full", "control_msgs",   "tx_deferred",
+                                     "tx_refused",    "tx_unsubmitted", "tx_unknown_buffer"};
 
 void print_row(const std::string& name, const std::vector<const JsonValue*>& cols, const JsonValue& total,
                const std::string& key) {
@@ -198,10 +201,14 @@ int cmd_stats(const Options& o) {
     if (!c.ok()) return fail(c.status());
     per_core.push_back(std::move(c.value()));
   }
+  // The port's own counters and extended stats (an older sumcastd has none).
+  Result<JsonValue> port = (*client)->query("/sumcast/stats,port");
+  const bool have_port = port.ok() && port->is_object();
   if (has_flag(o.args, "--json")) {
     std::vector<std::pair<std::string, JsonValue>> members;
     members.emplace_back("cores", JsonValue::unsigned_integer(cores));
     members.emplace_back("total", *total);
+    if (have_port) members.emplace_back("port", port.value());
     members.emplace_back("per_core", JsonValue::array(per_core));
     std::printf("%s\n", sumcast::ctl::to_json(JsonValue::object(std::move(members)), 2).c_str());
     return 0;
@@ -226,6 +233,14 @@ int cmd_stats(const Options& o) {
     print_row("  " + key.substr(5), cols, *total, key);
   }
   if (!any_drop) std::printf("drops: none\n");
+  if (have_port) {
+    // Counted by the port before any engine core saw a frame (imissed, kernel_ring_drops: frames
+    // no engine counter shows); extended stats with --json.
+    std::printf("port (its own counters):\n");
+    for (const auto& [key, value] : port->members()) {
+      if (key.rfind("xstat_", 0) != 0) std::printf("  %-24s %14" PRIu64 "\n", key.c_str(), value.as_uint());
+    }
+  }
   return 0;
 }
 

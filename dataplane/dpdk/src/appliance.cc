@@ -170,6 +170,10 @@ Status Appliance::start_impl() {
   log("port " + pi.device + " (" + pi.driver + ") mac " + format_mac(pi.mac) + " ipv4 " + format_ipv4(pi.ipv4) +
       " mtu " + std::to_string(pi.mtu) + " queues " + std::to_string(pi.queues) + "/" + std::to_string(pi.max_queues) +
       (pi.rss ? " rss" : "") + (pi.promiscuous ? " promiscuous" : "") + " link " + port_->link_text());
+  if (port_->ring_sockets() > 0) {
+    log("port " + pi.device + ": kernel ring drops read from its " + std::to_string(port_->ring_sockets()) +
+        " packet socket(s) (PACKET_STATISTICS; the PMD does not report them)");
+  }
   log("cores: " + std::to_string(n) + " worker lcore(s) [" + lcore_list(cores_) + "], main lcore " +
       std::to_string(rte_get_main_lcore()) + ", burst " + std::to_string(cfg.dataplane.burst_size) +
       ", software dispatch " + (pi.software_dispatch ? "on" : "off") + (shared_tx ? ", tx queues shared" : ""));
@@ -243,6 +247,7 @@ Status Appliance::start_impl() {
   telemetry_.config = &config_;
   telemetry_.port = &port_->info();
   telemetry_.xdp = port_->xdp();
+  telemetry_.device = port_.get();
   if (cfg.telemetry.dpdk_telemetry) {
     SUMCAST_RETURN_IF_ERROR(register_telemetry(&telemetry_));
     log(std::string("telemetry: ") + rte_eal_get_runtime_dir() +
@@ -339,11 +344,16 @@ std::string Appliance::summary() const {
   std::vector<const LcoreContext*> cores;
   for (const auto& c : cores_) cores.push_back(c.get());
   std::string out = "sumcastd: counters over " + std::to_string(cores.size()) + " core(s), non-zero only:\n";
-  for (const CounterRow& r : sum_counters(cores)) {
-    if (r.value == 0) continue;
+  const auto row = [&out](const char* name, uint64_t value) {
+    if (value == 0) return;
     char buf[128];
-    std::snprintf(buf, sizeof(buf), "sumcastd:   %-24s %" PRIu64 "\n", r.name, r.value);
+    std::snprintf(buf, sizeof(buf), "sumcastd:   %-24s %" PRIu64 "\n", name, value);
     out += buf;
+  };
+  for (const CounterRow& r : sum_counters(cores)) row(r.name, r.value);
+  if (port_ != nullptr) {
+    out += "sumcastd: port " + port_->info().device + " counters, non-zero only:\n";
+    for (const PortStat& r : port_->stats(false)) row(r.name.c_str(), r.value);
   }
   return out;
 }

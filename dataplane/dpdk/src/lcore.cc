@@ -148,6 +148,7 @@ int run_lcore(void* arg) {
         process_owned(core, s.rx, n, s.views);
       }
     }
+    core.tx->poll();  // frames the tx queue refused earlier go out first
     if (++iteration == kControlInterval) {
       iteration = 0;
       drain_control(core);
@@ -155,6 +156,7 @@ int run_lcore(void* arg) {
   }
   drain_control(core);
   core.tx->flush();
+  core.tx->drop_backlog();  // counted as refused: nothing polls this queue any more
   core.finished.store(true, std::memory_order_release);
   return 0;
 }

@@ -1,14 +1,19 @@
 #include "sumcast/dpdk/port.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <linux/if_packet.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_version.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "sumcast/dpdk/lcore.h"
@@ -36,6 +41,41 @@ std::string port_names() {
 rte_mempool* create_pool(const std::string& name, uint32_t count, uint32_t data_room, int socket) {
   const uint32_t cache = std::min<uint32_t>(256, count / 2);
   return rte_pktmbuf_pool_create(name.c_str(), count, cache, 0, static_cast<uint16_t>(data_room), socket);
+}
+
+// DPDK's net_af_packet reports its sockets' kernel drops itself from 25.03 on (as imissed; reading
+// them resets them, so only one of us may).
+constexpr bool kPmdReportsRingDrops = RTE_VERSION >= RTE_VERSION_NUM(25, 3, 0, 0);
+
+// This process's AF_PACKET sockets bound to interface `if_index`: the af_packet PMD's, one per
+// queue pair (the PMD keeps its descriptors private).
+std::vector<int> packet_sockets(int if_index) {
+  std::vector<int> fds;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return fds;
+  while (const dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    int domain = 0;
+    socklen_t len = sizeof(domain);
+    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_PACKET) continue;
+    sockaddr_ll sll{};
+    len = sizeof(sll);
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&sll), &len) != 0) continue;
+    if (sll.sll_ifindex == if_index) fds.push_back(static_cast<int>(fd));
+  }
+  closedir(dir);
+  return fds;
+}
+
+std::string stat_name(const char* raw) {
+  std::string n = raw;
+  for (char& ch : n) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+    if (!ok) ch = '_';
+  }
+  return n;
 }
 
 }  // namespace
@@ -194,6 +234,19 @@ Status Port::start() {
   }
   if (rc == 0) info_.promiscuous = rte_eth_promiscuous_get(info_.port_id) == 1;
 
+  if (info_.driver == "net_af_packet" && !kPmdReportsRingDrops) {
+    rte_eth_dev_info dev_info{};
+    if (rte_eth_dev_info_get(info_.port_id, &dev_info) == 0 && dev_info.if_index != 0) {
+      std::lock_guard<std::mutex> lock(ring_mu_);
+      ring_fds_ = packet_sockets(static_cast<int>(dev_info.if_index));
+      for (const int fd : ring_fds_) {  // drops before the start are not ours to count
+        tpacket_stats st{};
+        socklen_t len = sizeof(st);
+        getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len);
+      }
+    }
+  }
+
   const nic_offload::OffloadPlan plan = info_.plan;
   std::vector<nic_offload::FlowRule> rules;
   if (plan.install_steering) {
@@ -228,6 +281,13 @@ Status Port::start() {
 void Port::stop() {
   if (!started_) return;
   started_ = false;
+  {
+    // The PMD closes its sockets when stopped (their numbers may be reused): a last reading, then
+    // they are forgotten.
+    kernel_ring_drops();
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    ring_fds_.clear();
+  }
   flows_.remove();
   info_.flow_rules = 0;
   rte_eth_dev_stop(info_.port_id);
@@ -247,6 +307,43 @@ void Port::close() {
 }
 
 Port::~Port() { close(); }
+
+uint64_t Port::kernel_ring_drops() const {
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  for (const int fd : ring_fds_) {
+    tpacket_stats st{};
+    socklen_t len = sizeof(st);
+    if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) ring_drops_ += st.tp_drops;
+  }
+  return ring_drops_;
+}
+
+size_t Port::ring_sockets() const {
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  return ring_fds_.size();
+}
+
+std::vector<PortStat> Port::stats(bool xstats) const {
+  std::vector<PortStat> out;
+  rte_eth_stats st{};
+  const bool have = rte_eth_stats_get(info_.port_id, &st) == 0;
+#define SUMCAST_X(field) out.push_back({#field, have ? st.field : 0});
+  SUMCAST_PORT_ETH_STATS(SUMCAST_X)
+#undef SUMCAST_X
+  out.push_back({"kernel_ring_drops", kernel_ring_drops()});
+  if (!xstats) return out;
+  const int n = rte_eth_xstats_get_names(info_.port_id, nullptr, 0);
+  if (n <= 0) return out;
+  std::vector<rte_eth_xstat_name> names(static_cast<size_t>(n));
+  std::vector<rte_eth_xstat> values(static_cast<size_t>(n));
+  const int got_names = rte_eth_xstats_get_names(info_.port_id, names.data(), static_cast<unsigned>(n));
+  const int got = rte_eth_xstats_get(info_.port_id, values.data(), static_cast<unsigned>(n));
+  if (got_names != n || got != n) return out;
+  for (const rte_eth_xstat& x : values) {
+    if (x.id < names.size()) out.push_back({"xstat_" + stat_name(names[x.id].name), x.value});
+  }
+  return out;
+}
 
 std::string Port::link_text() const {
   rte_eth_link link{};

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <shared_mutex>
 
@@ -70,6 +71,14 @@ rte_tel_data* rows_container(const std::vector<CounterRow>& rows) {
   return c;
 }
 
+rte_tel_data* port_container(const std::vector<PortStat>& rows) {
+  rte_tel_data* c = rte_tel_data_alloc();
+  if (c == nullptr) return nullptr;
+  rte_tel_data_start_dict(c);
+  for (const PortStat& r : rows) rte_tel_data_add_dict_u64(c, r.name.c_str(), r.value);
+  return c;
+}
+
 void add_container(rte_tel_data* d, const std::string& name, rte_tel_data* c) {
   if (c != nullptr && rte_tel_data_add_dict_container(d, name.c_str(), c, 0) != 0) rte_tel_data_free(c);
 }
@@ -83,6 +92,7 @@ int handle_stats(const char* /*cmd*/, const char* params, rte_tel_data* d) {
   if (p.empty()) {
     rte_tel_data_add_dict_u64(d, "cores", cores.size());
     add_container(d, "total", rows_container(sum_counters(cores)));
+    if (g_source->device != nullptr) add_container(d, "port", port_container(g_source->device->stats(false)));
     if (cores.size() <= kInlineCores) {
       for (size_t i = 0; i < cores.size(); ++i) {
         add_container(d, "core" + std::to_string(i), rows_container(read_counters(*cores[i])));
@@ -92,6 +102,13 @@ int handle_stats(const char* /*cmd*/, const char* params, rte_tel_data* d) {
   }
   if (p == "total") {
     add_rows(d, sum_counters(cores));
+    return 0;
+  }
+  if (p == "port") {
+    if (g_source->device == nullptr) return -1;
+    for (const PortStat& r : g_source->device->stats(true)) {
+      if (rte_tel_data_add_dict_u64(d, r.name.c_str(), r.value) != 0) break;  // DPDK's dict is full
+    }
     return 0;
   }
   char* end = nullptr;
@@ -312,14 +329,28 @@ std::vector<CounterRow> read_counters(const LcoreContext& core) {
     if (r == static_cast<size_t>(wire::ParseError::kOk)) continue;  // not a drop
     rows.push_back({kDropNames[r], load(e.drops[r])});
   }
+  const DpdkTxSink* tx = core.tx.get();
+  if (tx != nullptr) {
+    // What the tx queue accepted, not what the engine submitted.
+    for (CounterRow& r : rows) {
+      if (std::strcmp(r.name, "tx_packets") == 0) r.value = tx->sent();
+      if (std::strcmp(r.name, "tx_bytes") == 0) r.value = tx->sent_bytes();
+      if (std::strcmp(r.name, "results_sent") == 0) {
+        const uint64_t unsent = tx->results_unsent();
+        r.value = r.value > unsent ? r.value - unsent : 0;  // relaxed reads: never below zero
+      }
+    }
+  }
   const PortCounters& p = core.counters;
   rows.push_back({"rx_bursts", load(p.rx_bursts)});
   rows.push_back({"dispatched_out", load(p.dispatched_out)});
   rows.push_back({"dispatched_in", load(p.dispatched_in)});
   rows.push_back({"dispatch_full", load(p.dispatch_full)});
   rows.push_back({"control_msgs", load(p.control_msgs)});
-  rows.push_back({"tx_refused", core.tx != nullptr ? core.tx->refused() : 0});
-  rows.push_back({"tx_unsubmitted", core.tx != nullptr ? core.tx->unsubmitted() : 0});
+  rows.push_back({"tx_deferred", tx != nullptr ? tx->deferred() : 0});
+  rows.push_back({"tx_refused", tx != nullptr ? tx->refused() : 0});
+  rows.push_back({"tx_unsubmitted", tx != nullptr ? tx->unsubmitted() : 0});
+  rows.push_back({"tx_unknown_buffer", tx != nullptr ? tx->unknown_buffers() : 0});
   return rows;
 }
 
@@ -377,6 +408,16 @@ telemetry::Snapshot prometheus_snapshot(const TelemetrySource& source) {
     }
     c.completion_latency = latency_histogram(core.engine->counters(), core.engine->options().clock_hz);
     s.cores.push_back(std::move(c));
+  }
+  if (source.device != nullptr) {
+    s.port_device = source.device->info().device;
+    for (PortStat& r : source.device->stats(true)) {
+      if (r.name.rfind("xstat_", 0) == 0) {
+        s.port_xstats.push_back({r.name.substr(6), r.value});
+      } else {
+        s.port.push_back({std::move(r.name), r.value});
+      }
+    }
   }
   if (source.server != nullptr) {
     for (const control::JobInfo& j : source.server->jobs()) {

@@ -34,8 +34,23 @@ constexpr Help kCoreHelp[] = {
     {"dispatched_in", "Frames received from other cores (software dispatch)."},
     {"dispatch_full", "Frames dropped because another core's dispatch ring was full."},
     {"control_msgs", "Control messages (job install/remove) the core executed."},
-    {"tx_refused", "Frames the NIC's transmit queue refused (freed)."},
+    {"tx_deferred", "Frames the transmit queue refused once, kept in the core's backlog and retried."},
+    {"tx_refused", "Frames freed unsent: the transmit queue refused them and the core's backlog was full."},
     {"tx_unsubmitted", "Transmit buffers acquired and never submitted."},
+    {"tx_unknown_buffer", "Buffers submitted to the transmit sink that it had not handed out (a bug)."},
+};
+
+// HELP text of the port's own counters (rte_eth_stats; the kernel's drops on af_packet sockets).
+constexpr Help kPortHelp[] = {
+    {"ipackets", "Frames the port received (the PMD's count)."},
+    {"opackets", "Frames the port sent (the PMD's count)."},
+    {"ibytes", "Bytes the port received."},
+    {"obytes", "Bytes the port sent."},
+    {"imissed", "Frames the port dropped because its receive queues were full."},
+    {"ierrors", "Erroneous frames the port received."},
+    {"oerrors", "Frames the port failed to send."},
+    {"rx_nombuf", "Receive mbuf allocation failures."},
+    {"kernel_ring_drops", "Frames the kernel dropped on the af_packet PMD's sockets (rx ring full)."},
 };
 
 constexpr Help kControlHelp[] = {
@@ -176,6 +191,19 @@ std::string render_prometheus(const Snapshot& s) {
              "Time from a slot round's first contribution to its completion (engine clock, per burst).");
     for (const CoreMetrics& c : s.cores) {
       write_histogram(w, "sumcast_slot_completion_seconds", core_labels(c), c.completion_latency);
+    }
+  }
+
+  const Labels device = {{"device", s.port_device}};
+  for (const NamedValue& c : s.port) {
+    const std::string name = "sumcast_port_" + c.name + "_total";
+    w.family(name, "counter", help_for(kPortHelp, c.name, "Sumcast port counter "));
+    w.sample(name, device, c.value);
+  }
+  if (!s.port_xstats.empty()) {
+    w.family("sumcast_port_xstat_total", "counter", "The port's extended statistics (rte_eth_xstats), by name.");
+    for (const NamedValue& x : s.port_xstats) {
+      w.sample("sumcast_port_xstat_total", {{"device", s.port_device}, {"name", x.name}}, x.value);
     }
   }
 

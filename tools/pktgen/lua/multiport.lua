@@ -1,9 +1,12 @@
 -- dpdk-pktgen profile: replay the files of one stress job split by slot (sumcast-pcapgen
--- --files N) on N ports at once, each file once, then print the appliance's counters. Files
--- split by slot keep each slot's order whatever the ports' relative speed.
+-- --files N) on N ports at once, each file once, then print what the appliance saw of them.
+-- Files split by slot keep each slot's order whatever the ports' relative speed.
 --   SUMCAST_INFO=stress.info SUMCAST_PORTS=0,1 SUMCAST_RATE=50 SUMCAST_METRICS=http://10.0.0.1:9790/metrics \
---     pktgen -l 0-4 -a 0000:3b:00.0 -a 0000:3b:00.1 -- -P -m "[1:2].0,[3:4].1" \
+--     pktgen -l 0-2 -a 0000:3b:00.0 -a 0000:3b:00.1 -- -P -m "[1:2].[0-1]" \
 --       -s 0:stress-0.pcap -s 1:stress-1.pcap -f tools/pktgen/lua/multiport.lua
+-- One tx lcore for all ports ("[1:2].[0-1]"): pktgen 23.03.0 to 24.05.0 pace every tx lcore by
+-- one shared next-send time, so one lcore per port would split the rate between the ports
+-- (docs/stress-testing.md).
 -- SUMCAST_FRAMES (if given instead of SUMCAST_INFO) is per port; the info file has each file's count.
 local dir = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
 local sumcast = dofile(dir .. "sumcast.lua")
@@ -18,9 +21,4 @@ for i, _ in ipairs(ports) do
 end
 print(string.format("sumcast: replaying %s frames on ports %s at %g%% of line rate", table.concat(counts, "/"),
   table.concat(ports, ","), s.rate))
-local seconds = sumcast.replay(ports, counts, s.rate, s.timeout)
-for _, p in ipairs(ports) do
-  print(string.format("sumcast: port %d sent %d frames", p, sumcast.sent(p)))
-end
-print(string.format("sumcast: about %d s", seconds))
-sumcast.print_appliance(s.slot_rounds)
+sumcast.run(s, ports, counts)

@@ -2,8 +2,8 @@
 //
 // Loop (one fixed shape, DESIGN.md §4): rx burst -> software dispatch (frames whose slot another
 // core owns go to that core's dispatch ring; the owner drains its ring as another burst) ->
-// engine.process_burst -> free the rx mbufs -> every kControlInterval iterations drain the
-// control ring (add/remove job, acked back) -> stop flag.
+// engine.process_burst -> free the rx mbufs -> retry the tx backlog (DpdkTxSink) -> every
+// kControlInterval iterations drain the control ring (add/remove job, acked back) -> stop flag.
 //
 // Everything in a context is written by its lcore only, except: the dispatch ring (any core
 // enqueues, the owner dequeues), the control ring (the control thread enqueues) and the ack ring

@@ -11,13 +11,22 @@
 // installs the plan's rte_flow rules (and writes the appliance address into the XDP program's
 // map); stop() removes the rules.
 //
+// The port's own counters (stats()): what the PMD counted before any engine saw a frame, so that
+// every frame sent at the appliance is accounted for from its own counters: rte_eth_stats, the
+// extended stats, and on net_af_packet the kernel's drops on the PMD's packet sockets (rx ring
+// full). DPDK 22.11's net_af_packet fills neither imissed nor xstats (25.03 reports the ring
+// drops as imissed): sumcastd reads PACKET_STATISTICS itself from the PMD's sockets, found among
+// its own file descriptors by domain (AF_PACKET) and bound interface (dev_info.if_index).
+//
 // Thread safety: open/start/stop/close from the main thread only, before lcores launch or after
-// they returned.
+// they returned. stats() from any thread while the port exists.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "sumcast/config/agg_config.h"
 #include "sumcast/nic_offload/capabilities.h"
@@ -49,6 +58,24 @@ struct PortInfo {
   uint32_t flow_rules = 0;             // rte_flow rules installed by start()
 };
 
+// rte_eth_stats fields exported as port counters, in this order.
+// clang-format off
+#define SUMCAST_PORT_ETH_STATS(X) \
+  X(ipackets) \
+  X(opackets) \
+  X(ibytes) \
+  X(obytes) \
+  X(imissed) \
+  X(ierrors) \
+  X(oerrors) \
+  X(rx_nombuf)
+// clang-format on
+
+struct PortStat {
+  std::string name;
+  uint64_t value = 0;
+};
+
 class Port {
  public:
   // Finds and configures the port (not started). `worker_cores` is dataplane.worker_cores.
@@ -69,8 +96,16 @@ class Port {
   // The XDP program's handle after start() on an af_xdp port with xdp_prog=; nullptr otherwise.
   const nic_offload::XdpProgram* xdp() const { return xdp_.get(); }
 
+  // The port's counters: SUMCAST_PORT_ETH_STATS, then kernel_ring_drops (packets the kernel
+  // dropped on the PMD's sockets: net_af_packet on DPDK < 25.03, 0 elsewhere), then with `xstats`
+  // every extended stat as xstat_<name> (characters other than [A-Za-z0-9_] as '_'). Cold path.
+  std::vector<PortStat> stats(bool xstats) const;
+  // The PMD's AF_PACKET sockets this port reads kernel_ring_drops from (after start()).
+  size_t ring_sockets() const;
+
  private:
   Port() = default;
+  uint64_t kernel_ring_drops() const;  // accumulates what the sockets report (reading resets them)
   PortInfo info_;
   rte_mempool* rx_pool_ = nullptr;
   rte_mempool* tx_pool_ = nullptr;
@@ -79,6 +114,9 @@ class Port {
   std::string xdp_iface_;  // iface= of an af_xdp vdev with xdp_prog=
   nic_offload::FlowInstaller flows_;
   std::unique_ptr<nic_offload::XdpProgram> xdp_;
+  mutable std::mutex ring_mu_;       // guards the two below
+  std::vector<int> ring_fds_;        // the PMD's sockets, found at start(), forgotten at stop()
+  mutable uint64_t ring_drops_ = 0;  // accumulated tp_drops
 };
 
 // "aa:bb:cc:dd:ee:ff"

@@ -1,9 +1,11 @@
 // sumcastd's DPDK telemetry commands (read by dpdk-telemetry.py and sumcastctl over
 // /var/run/dpdk/<file_prefix>/dpdk_telemetry.v2):
-//   /sumcast/stats          {"cores": N, "total": {counters}, "core0": {...}, ...} (per-core
-//                           dicts inline only while N <= kInlineCores)
+//   /sumcast/stats          {"cores": N, "total": {counters}, "port": {port counters}, "core0":
+//                           {...}, ...} (per-core dicts inline only while N <= kInlineCores)
 //   /sumcast/stats,total    the totals alone
 //   /sumcast/stats,<i>      core i: {"core": i, "lcore": id, counters}
+//   /sumcast/stats,port     the port's own counters (Port::stats: rte_eth_stats,
+//                           kernel_ring_drops) and its extended stats (xstat_<name>)
 //   /sumcast/jobs           {"count": n, "job<id>": {name, world_size, registered, dtype, op,
 //                           running, slots_completed, ms_since_progress}, "server": {counters}}
 //   /sumcast/config         the agg.conf in effect, by section (never the token itself)
@@ -45,6 +47,7 @@ struct TelemetrySource {
   const config::AggConfig* config = nullptr;
   const PortInfo* port = nullptr;
   const nic_offload::XdpProgram* xdp = nullptr;  // the port's XDP program, if any
+  const Port* device = nullptr;                  // the port's own counters (Port::stats)
 };
 
 // One counter of one core (or a sum over cores).
@@ -54,8 +57,10 @@ struct CounterRow {
 };
 
 // A core's counters: engine counters, then "drop_<reason>" for every drop reason, then the port
-// layer's (rx_bursts, dispatched_out, dispatched_in, dispatch_full, control_msgs, tx_refused,
-// tx_unsubmitted). Cold path (allocates).
+// layer's (rx_bursts, dispatched_out, dispatched_in, dispatch_full, control_msgs, tx_deferred,
+// tx_refused, tx_unsubmitted, tx_unknown_buffer). tx_packets, tx_bytes and results_sent count
+// what the tx queue accepted (the engine counts what it submitted; the sink what is still in its
+// backlog or was freed). Cold path (allocates).
 std::vector<CounterRow> read_counters(const LcoreContext& core);
 // Element-wise sum over cores (same order).
 std::vector<CounterRow> sum_counters(const std::vector<const LcoreContext*>& cores);
@@ -66,8 +71,8 @@ Status register_telemetry(const TelemetrySource* source);
 void set_telemetry_source(const TelemetrySource* source);
 
 // The metrics of `source` for the Prometheus exposition: per-core counters (jobs_active as a
-// gauge, drop_<reason> as drops), the latency histogram in seconds (engine buckets below 1 us
-// merged into the first bound), the jobs and the control-plane counters. Cold path (allocates).
+// gauge, drop_<reason> as drops), the port's own counters and extended stats, the latency histogram in seconds (engine
+// buckets below 1 us merged into the first bound), the jobs and the control-plane counters. Cold path (allocates).
 telemetry::Snapshot prometheus_snapshot(const TelemetrySource& source);
 // The engine's log2 tick buckets as a histogram in seconds at `clock_hz` ticks per second.
 telemetry::Histogram latency_histogram(const engine::CoreCounters& counters, uint64_t clock_hz);

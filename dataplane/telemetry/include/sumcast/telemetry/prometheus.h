@@ -8,6 +8,8 @@
 //   sumcast_drops_total{core,reason}                          counter, one series per drop reason
 //   sumcast_jobs_active{core}                                 gauge
 //   sumcast_slot_completion_seconds{core}                     histogram (_bucket{le}, _sum, _count)
+//   sumcast_port_<counter>_total{device}                      counter, the port's own (ipackets, imissed, ...)
+//   sumcast_port_xstat_total{device,name}                     counter, one series per extended stat
 //   sumcast_job_info{job_id,job_name,dtype,op}                gauge 1
 //   sumcast_job_world_size / _registered_ranks / _running{job_id,job_name}   gauges
 //   sumcast_job_slots_completed_total{job_id,job_name}        counter
@@ -64,6 +66,9 @@ struct Snapshot {
   std::string version;       // sumcastd's
   std::string dpdk_version;  // rte_version()
   std::vector<CoreMetrics> cores;
+  std::string port_device;              // label "device" of the port series
+  std::vector<NamedValue> port;         // the port's counters: sumcast_port_<name>_total
+  std::vector<NamedValue> port_xstats;  // extended stats: sumcast_port_xstat_total{name}
   std::vector<JobMetrics> jobs;
   std::vector<NamedValue> control;  // control-plane counters (sumcast_control_<name>_total)
 };
