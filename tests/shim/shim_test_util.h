@@ -307,6 +307,8 @@ class ImpairedTransport final : public Transport {
   int wait_fd() const override { return inner_->wait_fd(); }
   const TransportCounters& counters() const override { return inner_->counters(); }
   std::string describe() const override { return "impaired " + inner_->describe(); }
+  uint32_t max_payload() const override { return inner_->max_payload(); }
+  Status health() const override { return inner_->health(); }
 
  private:
   std::unique_ptr<Transport> inner_;

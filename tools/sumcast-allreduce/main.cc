@@ -88,7 +88,12 @@ struct Options {
   bool real_inputs = false;
   std::string dump;  // file for the first local rank's results (each size's last iteration)
   std::string bind_ip;
+  bool verbs = false;          // --transport verbs
+  std::string rdma_device;     // --rdma-device
+  std::string rdma_interface;  // --rdma-interface
+  bool verbose = false;        // --verbose: say which transport, GID, MTU and payload were chosen
   uint32_t payload = 1024;
+  bool payload_explicit = false;
   uint32_t slots = 0;
   uint32_t rto_us = 5000;
   uint32_t retries = 100;
@@ -129,7 +134,12 @@ void usage(FILE* f) {
                "  --dump PATH                write the first local rank's results (each size's last\n"
                "                             iteration, raw bytes in order) to PATH (%%r: that rank)\n"
                "  --bind IP                  local IPv4 for the data socket (default: route to appliance)\n"
-               "  --payload B --slots S      payload bytes per packet wanted (1024), window slots (0 = default)\n"
+               "  --payload B --slots S      payload bytes per packet wanted (1024; verbs: the port's MTU\n"
+               "                             less the 32-byte header), window slots (0 = default)\n"
+               "  --transport udp|verbs      kernel UDP socket (default) or an RDMA UD QP (RoCEv2 NIC)\n"
+               "  --rdma-device NAME --rdma-interface IF   verbs: the device, and the network interface\n"
+               "                             whose RoCEv2 GID to use (a VLAN interface carries its VLAN)\n"
+               "  --verbose                  say which transport, GID, MTU and payload were chosen\n"
                "  --rto-us U --retries N --op-timeout-ms T   reliability knobs (5000, 100, 30000)\n"
                "  --serve IP[:PORT]          also host an embedded summation service (UDP 4791, control\n"
                "                             PORT, default 4790) and use it when no --appliance is given;\n"
@@ -240,6 +250,8 @@ int parse_args(int argc, char** argv, Options* o) {
       o->json = true;
     } else if (a == "--deterministic") {
       o->deterministic = true;
+    } else if (a == "--verbose") {
+      o->verbose = true;
     } else if ((v = need(i)) == nullptr) {
       return 2;
     } else if (a == "--appliance" || a == "--host-agg") {
@@ -295,6 +307,14 @@ int parse_args(int argc, char** argv, Options* o) {
       o->bind_ip = v;
     } else if (a == "--payload") {
       ok = parse_int(v, 2, 4096, &n), o->payload = static_cast<uint32_t>(n);
+      o->payload_explicit = true;
+    } else if (a == "--transport") {
+      ok = std::string(v) == "udp" || std::string(v) == "verbs";
+      o->verbs = std::string(v) == "verbs";
+    } else if (a == "--rdma-device") {
+      o->rdma_device = v;
+    } else if (a == "--rdma-interface") {
+      o->rdma_interface = v;
     } else if (a == "--slots") {
       ok = parse_int(v, 0, 65535, &n), o->slots = static_cast<uint32_t>(n);
     } else if (a == "--rto-us") {
@@ -690,6 +710,9 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
     record_error(sh, rank, created.status().to_string());
     return;
   }
+  if (o.verbose && report) {
+    std::fprintf(stderr, "sumcast-allreduce: rank %d: transport %s\n", rank, (*created)->transport().describe().c_str());
+  }
   run_sizes(o, **created, rank, report, sh);
   if (report) {  // also after a failure: the counters tell how it went
     std::lock_guard<std::mutex> lock(sh->mu);
@@ -824,6 +847,10 @@ int main(int argc, char** argv) {
   base.dtype = o.dtype;
   base.op = o.op;
   base.payload_bytes = o.payload;
+  base.payload_explicit = o.payload_explicit;
+  base.transport = o.verbs ? sumcast::shim::TransportKind::kVerbs : sumcast::shim::TransportKind::kUdp;
+  base.rdma_device = o.rdma_device;
+  base.rdma_interface = o.rdma_interface;
   base.slots = static_cast<uint16_t>(o.slots);
   base.bind_ip = o.bind_ip;
   base.rto_initial_us = o.rto_us;

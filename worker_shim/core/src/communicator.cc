@@ -180,7 +180,10 @@ Status Communicator::init() {
     VerbsTransportOptions vo;
     vo.device = c.rdma_device;
     vo.bind_ip = bind_ip;
+    vo.interface = c.rdma_interface;
     vo.max_payload = c.payload_bytes;
+    vo.payload_explicit = c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes;
+    vo.ops = c.verbs_ops;
     auto verbs = VerbsTransport::open(vo);
     if (!verbs.ok()) return verbs.status();
     transport_ = std::move(verbs).value();
@@ -211,7 +214,8 @@ Status Communicator::init() {
     req.rank = c.rank;
     req.dtype = c.dtype;
     req.op = c.op;
-    req.max_payload_bytes = static_cast<uint16_t>(c.payload_bytes);
+    // What the path carries (the verbs transport clamps a default payload to its port's MTU).
+    req.max_payload_bytes = static_cast<uint16_t>(std::min<uint32_t>(c.payload_bytes, transport_->max_payload()));
     req.slots = c.slots;
     req.endpoint = me;
     req.deterministic = c.deterministic;
@@ -386,6 +390,10 @@ void Communicator::flush_tx() {
 void Communicator::on_received(uint64_t now) {
   for (int batch = 0; batch < kRxBatchesPerRound && failed_.ok(); ++batch) {
     const size_t n = transport_->receive(rx_);
+    if (Status h = transport_->health(); !h.ok()) {  // an unusable transport fails the calls now
+      fail(std::move(h));
+      return;
+    }
     if (n == 0) return;
     for (size_t i = 0; i < n && failed_.ok(); ++i) {
       const Received& r = rx_[i];

@@ -24,5 +24,7 @@ Status VerbsTransport::send(std::span<const OutPacket>) { return Status::unavail
 size_t VerbsTransport::receive(std::span<Received>) { return 0; }
 const TransportCounters& VerbsTransport::counters() const { return impl_->counters; }
 std::string VerbsTransport::describe() const { return "verbs (not built)"; }
+uint32_t VerbsTransport::max_payload() const { return 0; }
+Status VerbsTransport::health() const { return Status::unavailable("no verbs"); }
 
 }  // namespace sumcast::shim

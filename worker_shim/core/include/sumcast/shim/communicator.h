@@ -63,6 +63,7 @@
 
 #include "sumcast/shim/control_client.h"
 #include "sumcast/shim/transport.h"
+#include "sumcast/shim/verbs_transport.h"
 #include "sumcast/status.h"
 #include "sumcast/wire/format.h"
 
@@ -104,6 +105,9 @@ struct CommConfig {
   bool deterministic = false;
   TransportKind transport = TransportKind::kUdp;
   std::string rdma_device;  // verbs: device name; "": the one whose GID table holds bind_ip
+  std::string rdma_interface;  // verbs: network interface whose RoCEv2 GID to use (a VLAN's); "": any
+  bool payload_explicit = false;  // payload_bytes was chosen by the user (verbs: refused if the MTU is smaller)
+  VerbsOps* verbs_ops = nullptr;  // verbs test seam (verbs_ops.h); nullptr: rdma-core
   // Test seam: when set, the communicator's transport is passed through this (a decorator that
   // drops, duplicates or reorders); the returned transport is used instead.
   std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)> wrap_transport;

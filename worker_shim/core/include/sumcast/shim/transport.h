@@ -112,6 +112,11 @@ class Transport {
   virtual const TransportCounters& counters() const = 0;
   // "udp 10.0.0.2:40123" — for messages.
   virtual std::string describe() const = 0;
+  // The largest payload one packet can carry on this transport's path.
+  virtual uint32_t max_payload() const { return wire::kMaxPayloadBytes; }
+  // OK, or the error that made the transport unusable (sticky): the communicator then fails every
+  // pending call with it instead of waiting for timeouts.
+  virtual Status health() const { return {}; }
 };
 
 }  // namespace sumcast::shim

@@ -2,11 +2,17 @@
 // checks BTH, DETH and the ICRC; the message is Sumcast header | payload (docs/protocol.md §3).
 // Results are received on the same QP; the NIC drops frames whose Q_Key is not the QP's.
 //
-// Built only where libibverbs is found (otherwise open() returns Unavailable). Limits, as
-// docs/protocol.md "Known gaps" 2 and 3 say: the NIC picks the UDP source port of what the QP
-// sends, which today's appliance source check rejects; and payload_bytes must leave room for the
-// 32-byte Sumcast header within the path's RoCE MTU. One QP carries one Q_Key, so all peers of
-// one transport must share it (one appliance per communicator, in practice).
+// Built only where libibverbs is found (otherwise open() returns Unavailable). The payload per
+// message is what one UD message carries on the port: its active MTU less the 32-byte Sumcast
+// header (a payload asked for explicitly that does not fit is refused, naming both numbers). The
+// GID is the RoCEv2 GID of bind_ip (on `interface` when given: a VLAN interface's GID carries the
+// VLAN); describe() says which GID, MTU and payload were chosen. A completion error, a failed
+// post or poll makes health() report the error with the QP's state, and the communicator fails
+// every pending call at once. Limits, as docs/protocol.md "Known gaps" 2 says: the NIC picks the
+// UDP source port of what the QP sends, which today's appliance source check rejects. One QP
+// carries one Q_Key, so all peers of one transport must share it (one appliance per
+// communicator, in practice). Every ibverbs call goes through VerbsOps (verbs_ops.h): tested
+// against a scripted fake, verified on no RDMA NIC.
 //
 // Thread safety: one thread at a time.
 #pragma once
@@ -19,13 +25,18 @@
 
 namespace sumcast::shim {
 
+class VerbsOps;
+
 struct VerbsTransportOptions {
   std::string device;           // RDMA device name ("mlx5_0"); "": the first with bind_ip in its GID table
   uint8_t port = 1;             // device port
   uint32_t bind_ip = 0;         // our IPv4 (host order): selects the RoCEv2 GID; required
+  std::string interface;        // network interface whose GID to use ("eth0.100"); "": any with bind_ip
   uint32_t send_depth = 512;    // send queue entries (and send buffers)
   uint32_t recv_depth = 1024;   // posted receive buffers
-  uint32_t max_payload = 4096;  // largest payload per message
+  uint32_t max_payload = 0;     // largest payload per message wanted; 0: what the port's MTU allows
+  bool payload_explicit = false;  // max_payload was set by the user: refuse it if it does not fit
+  VerbsOps* ops = nullptr;      // test seam: the ibverbs calls (nullptr: rdma-core)
 };
 
 // True when this build has the verbs transport (libibverbs was found).
@@ -48,6 +59,8 @@ class VerbsTransport final : public Transport {
   int wait_fd() const override { return -1; }  // completions are polled
   const TransportCounters& counters() const override;
   std::string describe() const override;
+  uint32_t max_payload() const override;
+  Status health() const override;
 
   struct Impl;
 
