@@ -54,6 +54,11 @@ run_timeout=${RUN_TIMEOUT:-600}
 
 if ! { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }; then echo "skipped: no GPU"; exit 77; fi
 [ -f "$nccl_home/include/nccl.h" ] || { echo "no nccl.h under NCCL_HOME=$nccl_home"; exit 1; }
+ngpus=$(nvidia-smi -L | wc -l)
+if [ -z "${MPI_HOSTS:-}" ] && [ "$gpn" -gt "$ngpus" ]; then
+  echo "GPUS_PER_NODE=$gpn needs as many GPUs on this host ($ngpus): NCCL refuses two ranks of a node on one GPU"
+  exit 1
+fi
 mpi_home=${MPI_HOME:-$(dirname "$(mpicc -showme:incdirs | awk '{print $1}')")}
 
 echo "== building the plugin and the test appliance in $build"
