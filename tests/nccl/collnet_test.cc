@@ -1,7 +1,8 @@
 // The CollNet core (collnet.h through core.h) against the embedded summation service, two nodes
-// driven from one thread, as NCCL's proxy would on two hosts: calls never block (registration
-// runs in the background), many requests stay outstanding across lanes, the request limit, and
-// the reduceSupport table.
+// driven from one thread after a connect on a thread per node (connect registers the set-up
+// lane), as NCCL's proxy would on two hosts: calls never block (other lanes register in the
+// background), many requests stay outstanding across lanes, the request limit, and the
+// reduceSupport table.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sumcast/embedded/service.h"
@@ -49,8 +51,16 @@ struct Nodes {
     void* listen[2] = {};
     for (int r = 0; r < 2; ++r) EXPECT_EQ(coll_listen(0, h[r], &listen[r]), ncclSuccess);
     void* handles[2] = {h[0], h[1]};
+    // connect registers the set-up lane and returns when both nodes did: one thread per node, as
+    // NCCL calls it on two hosts at once.
+    ncclResult_t result[2] = {abi::ncclInternalError, abi::ncclInternalError};
+    std::thread nodes[2];
     for (int r = 0; r < 2; ++r) {
-      EXPECT_EQ(coll_connect(handles, 2, r, listen[r], &comm[r]), ncclSuccess);
+      nodes[r] = std::thread([&, r] { result[r] = coll_connect(handles, 2, r, listen[r], &comm[r]); });
+    }
+    for (int r = 0; r < 2; ++r) {
+      nodes[r].join();
+      EXPECT_EQ(result[r], ncclSuccess);
       EXPECT_EQ(coll_close_listen(listen[r]), ncclSuccess);
     }
   }

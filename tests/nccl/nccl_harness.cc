@@ -1,18 +1,28 @@
 // nccl_harness: one rank of a multi-process test of libnccl-net-sumcast.so, driving it exactly as
 // NCCL does (plugin_api.h: dlopen, dlsym by ABI version), with every result checked exactly.
 //
-//   nccl_harness --plugin SO --abi 8|9|10 --mode collnet|net --rank R --nranks N --bootstrap PATH
+//   nccl_harness --plugin SO --abi 8..12 --mode collnet|net|setupfail --rank R --nranks N
+//                --bootstrap PATH [--expect down|token|full] [--timeout S]
 //
-// collnet: init with a logger, devices, getProperties, the reduceSupport matrix (12 types x 5
-//   ops, against the table below), listen, handle all-gather (bootstrap.h), connect, closeListen,
-//   regMr of an NCCL-style staging region (and a CUDA registration that must fail without a GPU),
-//   then for each (dtype, op) a chunked all-reduce as NCCL's proxy issues it: 8 slots, up to 8
-//   calls in flight, NULL requests retried, test polled oldest first, each chunk verified, then
-//   iflush; then windowed iallgather and ireducescatter; deregMr, closeColl.
+// collnet: init with a logger (v11+: a context per communicator), devices, getProperties (host
+//   memory only; v9+ size limits in NCCL's accepted range (0, 1 TiB]; v11+/v12 fields), the
+//   reduceSupport matrix (12 types x 5 ops, against the table below), listen, handle all-gather
+//   (bootstrap.h), connect, closeListen, regMr of an NCCL-style staging region (and a device-memory
+//   registration that must be refused), then for each (dtype, op) a chunked all-reduce as NCCL's
+//   proxy issues it: 8 slots, up to 8 calls in flight, NULL requests retried, test polled oldest
+//   first, each chunk verified, then iflush; then windowed iallgather and ireducescatter;
+//   deregMr, closeColl, finalize.
 // net: a ring (send to R+1, receive from R-1): listen, handle all-gather, connect and accept
-//   interleaved (neither blocks), grouped receives of 4 tags whose sends arrive in reverse tag
-//   order, sizes from 0 bytes to 1 MiB, 8 rounds in flight, every byte and size checked; then the
-//   request limit (32 per comm) on both sides; close everything.
+//   interleaved (neither blocks); properties (maxRecvs 1, host memory only); a grouped receive
+//   refused; then rounds of 4 receives of distinct tags, 8 rounds (32 receives) outstanding,
+//   whose sends go out in reverse tag order, sizes from 0 bytes to 1 MiB, every byte and size
+//   checked; then the request limit (32 per comm) on both sides; v11+ setNetAttr; close
+//   everything, finalize.
+// setupfail: CollNet set-up against an appliance that cannot serve (--expect: down = nothing
+//   listens, token = a wrong token, full = no room for another job; the script arranges which):
+//   connect must return an error with no comm and exactly one WARN naming the cause; for full,
+//   a first communicator takes the appliance's only job and a second one is refused. Then the
+//   net mode runs, as NCCL goes on over the ncclNet.
 // Exit status 0 when every check passed; each failure prints a line naming what differed.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -37,6 +47,7 @@ namespace {
 int g_rank = 0;
 int g_failures = 0;
 int g_warnings = 0;
+std::string g_last_warning;
 
 __attribute__((format(printf, 5, 6))) void logger(ncclDebugLogLevel level, unsigned long, const char* file, int line,
                                                   const char* fmt, ...) {
@@ -47,6 +58,7 @@ __attribute__((format(printf, 5, 6))) void logger(ncclDebugLogLevel level, unsig
   va_start(ap, fmt);
   std::vsnprintf(text, sizeof(text), fmt, ap);
   va_end(ap);
+  if (level == NCCL_LOG_WARN) g_last_warning = text;
   std::fprintf(stderr, "[rank %d] %s %s:%d %s\n", g_rank, level == NCCL_LOG_WARN ? "WARN" : "INFO", file, line, text);
 }
 
@@ -138,12 +150,34 @@ int64_t expected(ncclRedOp_t op, int nranks, size_t i, int64_t modulus) {
   return acc;
 }
 
-// What the wire sums exactly (DESIGN.md §3), written out here independently of the plugin.
+// What the wire sums exactly (docs/protocol.md), written out here independently of the plugin.
 bool should_support(int dtype, int op) {
   const bool type_ok = dtype == ncclFloat32 || dtype == ncclFloat16 || dtype == ncclBfloat16 || dtype == ncclInt32 ||
                        dtype == ncclFloat64;
   const bool op_ok = op == ncclSum || op == ncclMax || op == ncclMin;
   return type_ok && op_ok;
+}
+
+// What every version's getProperties must say, net and CollNet alike: host memory only, NCCL's
+// accepted size limits, one buffer per receive, and the v11/v12 fields.
+void check_common_props(const Props& props, bool coll) {
+  const char* what = coll ? "CollNet" : "net";
+  CHECK(props.ptr_support == NCCL_PTR_HOST, "%s ptrSupport %d, want NCCL_PTR_HOST only", what, props.ptr_support);
+  CHECK(props.device_type == NCCL_NET_DEVICE_HOST, "%s netDeviceType %d", what, props.device_type);
+  CHECK(props.max_recvs == 1, "%s maxRecvs %d, want 1 (no grouped receives)", what, props.max_recvs);
+  if (props.vdevs != -1) {  // v9+: NCCL refuses the device unless 0 < maxP2pBytes, maxCollBytes <= 1 TiB
+    CHECK(props.vdevs == 1 && props.vdev0 == 0, "%s vProps %d devices, first %d", what, props.vdevs, props.vdev0);
+    CHECK(props.max_p2p > 0 && props.max_p2p <= NCCL_MAX_NET_SIZE_BYTES, "%s maxP2pBytes %zu outside (0, 1 TiB]", what,
+          props.max_p2p);
+    CHECK(props.max_coll > 0 && props.max_coll <= NCCL_MAX_NET_SIZE_BYTES, "%s maxCollBytes %zu outside (0, 1 TiB]",
+          what, props.max_coll);
+  }
+  if (props.max_multi_request != -1)
+    CHECK(props.max_multi_request == 1, "maxMultiRequestSize %d", props.max_multi_request);
+  if (props.rail_id != -2) {
+    CHECK(props.rail_id == NCCL_NET_ID_UNDEF && props.plane_id == NCCL_NET_ID_UNDEF, "v12 railId %d planeId %d",
+          props.rail_id, props.plane_id);
+  }
 }
 
 // ---- CollNet --------------------------------------------------------------------------------------
@@ -287,6 +321,20 @@ void run_reducescatter(CollApi& api, void* comm, int rank, int nranks) {
   std::printf("[rank %d] ireducescatter: %zu bytes per rank in windows of %zu exact\n", rank, bpr, window);
 }
 
+// listen, handle all-gather, connect (every rank at once, as NCCL's CollNet set-up), closeListen.
+ncclResult_t connect_collnet(CollApi& api, Bootstrap& boot, int rank, int nranks, void** comm) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* listen_comm = nullptr;
+  NCCL_OK(api.listen(0, handle, &listen_comm));
+  std::string all = boot.allgather(std::string(handle, sizeof(handle)));
+  std::vector<void*> handles(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r)
+    handles[static_cast<size_t>(r)] = all.data() + static_cast<size_t>(r) * sizeof(handle);
+  const ncclResult_t result = api.connect(handles.data(), nranks, rank, listen_comm, comm);
+  NCCL_OK(api.close_listen(listen_comm));
+  return result;
+}
+
 void run_collnet(Plugin& p, Bootstrap& boot, int rank, int nranks) {
   CollApi& api = p.coll;
   CHECK(api.name == "sumcast", "CollNet name '%s'", api.name.c_str());
@@ -300,8 +348,7 @@ void run_collnet(Plugin& p, Bootstrap& boot, int rank, int nranks) {
   CHECK(!props.name.empty() && props.speed > 0 && (props.ptr_support & NCCL_PTR_HOST) && props.max_comms > 0,
         "CollNet properties: name '%s' speed %d ptrSupport %d maxComms %d", props.name.c_str(), props.speed,
         props.ptr_support, props.max_comms);
-  CHECK(props.device_type == NCCL_NET_DEVICE_HOST, "netDeviceType %d", props.device_type);
-  if (props.vdevs != -1) CHECK(props.vdevs == 1 && props.vdev0 == 0 && props.max_coll > 0, "v9+ vProps/maxCollBytes");
+  check_common_props(props, true);
   for (int t = 0; t < kNcclNumTypesMax; ++t) {
     for (int op = 0; op <= ncclAvg; ++op) {
       int supported = -1;
@@ -310,17 +357,9 @@ void run_collnet(Plugin& p, Bootstrap& boot, int rank, int nranks) {
     }
   }
 
-  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-  void* listen_comm = nullptr;
-  NCCL_OK(api.listen(0, handle, &listen_comm));
-  std::string all = boot.allgather(std::string(handle, sizeof(handle)));
-  std::vector<void*> handles(static_cast<size_t>(nranks));
-  for (int r = 0; r < nranks; ++r)
-    handles[static_cast<size_t>(r)] = all.data() + static_cast<size_t>(r) * sizeof(handle);
   void* comm = nullptr;
-  NCCL_OK(api.connect(handles.data(), nranks, rank, listen_comm, &comm));
+  NCCL_OK(connect_collnet(api, boot, rank, nranks, &comm));
   CHECK(comm != nullptr, "connect returned no comm");
-  NCCL_OK(api.close_listen(listen_comm));
 
   const size_t region_bytes = size_t{kSteps} * 65536 * 8;  // 8 slots of up to 64 Ki fp64 elements
   std::vector<char> send_region(region_bytes);
@@ -329,11 +368,11 @@ void run_collnet(Plugin& p, Bootstrap& boot, int rank, int nranks) {
   void* recv_mh = nullptr;
   NCCL_OK(api.reg_mr(comm, send_region.data(), region_bytes, NCCL_PTR_HOST, &send_mh));
   NCCL_OK(api.reg_mr(comm, recv_region.data(), region_bytes, NCCL_PTR_HOST, &recv_mh));
-  if ((props.ptr_support & NCCL_PTR_CUDA) == 0) {
+  {
     void* bad = nullptr;
     const int before = g_warnings;
     CHECK(api.reg_mr(comm, send_region.data(), 64, NCCL_PTR_CUDA, &bad) != ncclSuccess,
-          "regMr(NCCL_PTR_CUDA) succeeded without CUDA support");
+          "regMr(NCCL_PTR_CUDA) succeeded although only host memory is offered");
     CHECK(g_warnings == before + 1, "the refused CUDA regMr logged %d WARN lines", g_warnings - before);
   }
 
@@ -352,6 +391,7 @@ void run_collnet(Plugin& p, Bootstrap& boot, int rank, int nranks) {
   NCCL_OK(api.dereg_mr(comm, send_mh));
   NCCL_OK(api.dereg_mr(comm, recv_mh));
   NCCL_OK(api.close_coll(comm));
+  NCCL_OK(api.finalize());
 }
 
 // ---- ncclNet ----------------------------------------------------------------------------------------
@@ -384,13 +424,22 @@ void run_net(Plugin& p, Bootstrap& boot, int rank, int nranks) {
   CHECK(ndev >= 1, "net devices %d", ndev);
   Props props;
   NCCL_OK(api.properties(0, &props));
-  CHECK(!props.name.empty() && props.speed > 0 && (props.ptr_support & NCCL_PTR_HOST) && props.max_recvs >= 4,
-        "net properties: name '%s' speed %d ptrSupport %d maxRecvs %d", props.name.c_str(), props.speed,
-        props.ptr_support, props.max_recvs);
+  CHECK(!props.name.empty() && props.speed > 0 && props.max_comms > 0, "net properties: name '%s' speed %d maxComms %d",
+        props.name.c_str(), props.speed, props.max_comms);
+  check_common_props(props, false);
   CHECK(props.has_pci_path == (access(("/sys/class/net/" + props.name + "/device").c_str(), F_OK) == 0),
         "pciPath presence disagrees with /sys/class/net/%s/device", props.name.c_str());
-  std::printf("[rank %d] net device 0: %s, %d Mbit/s, maxRecvs %d, pciPath %s\n", rank, props.name.c_str(), props.speed,
-              props.max_recvs, props.has_pci_path ? "set" : "none (virtual NIC)");
+  std::printf("[rank %d] net device 0: %s, %d Mbit/s, maxRecvs %d, ptrSupport %d, pciPath %s\n", rank,
+              props.name.c_str(), props.speed, props.max_recvs, props.ptr_support,
+              props.has_pci_path ? "set" : "none (virtual NIC)");
+  if (api.set_net_attr) {  // v11+: NCCL's hints before it connects; accepted and ignored
+    ncclNetAttr_v11_t attr{{4, 1, 1, 1},
+                           {4, 1, 1, 1},
+                           static_cast<uint32_t>(NCCL_NET_ATTR_UNDEF),
+                           static_cast<uint32_t>(NCCL_NET_ATTR_UNDEF),
+                           static_cast<uint32_t>(NCCL_NET_ATTR_UNDEF)};
+    NCCL_OK(api.set_net_attr(&attr));
+  }
 
   char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   void* listen_comm = nullptr;
@@ -412,30 +461,52 @@ void run_net(Plugin& p, Bootstrap& boot, int rank, int nranks) {
   const size_t max_msg = 1u << 20;
   std::vector<std::vector<char>> sbuf(size_t{kSteps} * kGroup, std::vector<char>(max_msg));
   std::vector<std::vector<char>> rbuf(size_t{kSteps} * kGroup, std::vector<char>(max_msg));
+
+  // maxRecvs is 1: a grouped receive (what NCCL would post with maxRecvs > 1) is refused with an
+  // error, one WARN, no request, and the comm goes on.
+  {
+    void* data[kGroup];
+    size_t sizes[kGroup];
+    int tags[kGroup];
+    for (int g = 0; g < kGroup; ++g) {
+      data[g] = rbuf[static_cast<size_t>(g)].data();
+      sizes[g] = max_msg;
+      tags[g] = 100 + g;
+    }
+    void* req = reinterpret_cast<void*>(0x1);
+    const int before = g_warnings;
+    CHECK(api.irecv(recv_comm, kGroup, data, sizes, tags, nullptr, &req) == ncclInvalidArgument,
+          "a grouped irecv of %d buffers was not refused", kGroup);
+    CHECK(req == nullptr, "the refused grouped irecv left a request");
+    CHECK(g_warnings == before + 1 && g_last_warning.find("maxRecvs") != std::string::npos,
+          "the refused grouped irecv logged %d WARN lines, last '%s'", g_warnings - before, g_last_warning.c_str());
+  }
+
+  // Rounds of kGroup single receives of distinct tags, posted in tag order while the peer sends
+  // each round in reverse tag order: every message but the round's last finds its receive only
+  // after later-posted ones, with up to kSteps rounds (32 receives) outstanding.
   const int prev = (rank - 1 + nranks) % nranks;
   void* sreq[kSteps][kGroup] = {};
-  void* rreq[kSteps] = {};
+  void* rreq[kSteps][kGroup] = {};
+  const int total = kRounds * kGroup;
   int sent = 0;
-  int received = 0;
   int send_done = 0;
+  int posted = 0;
+  int received = 0;
   size_t wrong = 0;
-  int posted_recv = 0;
-  while (send_done < kRounds * kGroup || received < kRounds) {
+  while (send_done < total || received < total) {
     check_deadline("net rounds");
-    if (posted_recv < kRounds && posted_recv < received + kSteps) {  // a grouped receive of 4 tags
-      const int slot = posted_recv % kSteps;
-      void* data[kGroup];
-      size_t sizes[kGroup];
-      int tags[kGroup];
-      for (int g = 0; g < kGroup; ++g) {
-        data[g] = rbuf[static_cast<size_t>(slot * kGroup + g)].data();
-        sizes[g] = max_msg;
-        tags[g] = 100 + g;
-      }
-      NCCL_OK(api.irecv(recv_comm, kGroup, data, sizes, tags, nullptr, &rreq[slot]));
-      if (rreq[slot] != nullptr) ++posted_recv;
+    if (posted < total && posted < received + kSteps * kGroup) {
+      const int round = posted / kGroup;
+      const int g = posted % kGroup;
+      const int slot = round % kSteps;
+      void* data[1] = {rbuf[static_cast<size_t>(slot * kGroup + g)].data()};
+      size_t sizes[1] = {max_msg};
+      int tags[1] = {100 + g};
+      NCCL_OK(api.irecv(recv_comm, 1, data, sizes, tags, nullptr, &rreq[slot][g]));
+      if (rreq[slot][g] != nullptr) ++posted;  // NULL: the request limit, retry later
     }
-    if (sent < kRounds * kGroup && sent < send_done + kSteps * kGroup) {  // tags in reverse order
+    if (sent < total && sent < send_done + kSteps * kGroup) {
       const int round = sent / kGroup;
       const int tag = kGroup - 1 - sent % kGroup;
       const int slot = round % kSteps;
@@ -456,21 +527,20 @@ void run_net(Plugin& p, Bootstrap& boot, int rank, int nranks) {
         ++send_done;
       }
     }
-    if (received < posted_recv) {
-      const int slot = received % kSteps;
+    if (received < posted) {  // tested in posting order, as NCCL does
+      const int round = received / kGroup;
+      const int g = received % kGroup;
+      const int slot = round % kSteps;
       int done = 0;
-      int sizes[kGroup] = {-1, -1, -1, -1};
-      NCCL_OK(api.test(rreq[slot], &done, sizes));
+      int size = -1;
+      NCCL_OK(api.test(rreq[slot][g], &done, &size));
       if (done) {
-        for (int g = 0; g < kGroup; ++g) {
-          const size_t want = message_size(received, g);
-          CHECK(sizes[g] == static_cast<int>(want), "round %d tag %d: size %d, want %zu", received, g, sizes[g], want);
-          const char* got = rbuf[static_cast<size_t>(slot * kGroup + g)].data();
-          for (size_t i = 0; i < want; ++i)
-            wrong += static_cast<unsigned char>(got[i]) != pattern(prev, received, g, i);
-        }
+        const size_t want = message_size(round, g);
+        CHECK(size == static_cast<int>(want), "round %d tag %d: size %d, want %zu", round, g, size, want);
+        const char* got = rbuf[static_cast<size_t>(slot * kGroup + g)].data();
+        for (size_t i = 0; i < want; ++i) wrong += static_cast<unsigned char>(got[i]) != pattern(prev, round, g, i);
         void* flush = nullptr;
-        void* data[1] = {rbuf[static_cast<size_t>(slot * kGroup)].data()};
+        void* data[1] = {rbuf[static_cast<size_t>(slot * kGroup + g)].data()};
         int fsizes[1] = {1};
         NCCL_OK(api.iflush(recv_comm, 1, data, fsizes, nullptr, &flush));
         if (flush != nullptr) wait_net(api, flush, nullptr, "iflush");
@@ -479,7 +549,7 @@ void run_net(Plugin& p, Bootstrap& boot, int rank, int nranks) {
     }
   }
   CHECK(wrong == 0, "net: %zu bytes wrong", wrong);
-  std::printf("[rank %d] net: %d grouped receives of %d tags exact\n", rank, kRounds, kGroup);
+  std::printf("[rank %d] net: %d rounds of %d receives, sent in reverse tag order, exact\n", rank, kRounds, kGroup);
 
   // Request limit: receives beyond NCCL_NET_MAX_REQUESTS get a NULL request; the sends then fill them.
   std::vector<void*> limit_reqs;
@@ -516,6 +586,41 @@ void run_net(Plugin& p, Bootstrap& boot, int rank, int nranks) {
   NCCL_OK(api.close_send(send_comm));
   NCCL_OK(api.close_recv(recv_comm));
   NCCL_OK(api.close_listen(listen_comm));
+  NCCL_OK(api.finalize());
+}
+
+// CollNet set-up against an appliance that cannot serve: a clean error, one WARN naming the
+// cause, no comm; then the ncclNet carries on.
+void run_setupfail(Plugin& p, Bootstrap& boot, int rank, int nranks, const std::string& expect) {
+  CollApi& api = p.coll;
+  NCCL_OK(api.init(logger));
+  int ndev = 0;
+  NCCL_OK(api.devices(&ndev));
+  CHECK(ndev >= 1, "CollNet devices %d (is SUMCAST_APPLIANCES set?)", ndev);
+  const char* cause = expect == "down"    ? "Connection refused"
+                      : expect == "token" ? "rejected the token"
+                                          : "too_many_jobs";
+  void* first = nullptr;
+  if (expect == "full") {  // a first communicator takes the appliance's only job
+    NCCL_OK(connect_collnet(api, boot, rank, nranks, &first));
+    CHECK(first != nullptr, "the first communicator got no comm");
+  }
+  const int before = g_warnings;
+  const Clock::time_point t0 = Clock::now();
+  void* comm = nullptr;
+  const ncclResult_t r = connect_collnet(api, boot, rank, nranks, &comm);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  CHECK(r != ncclSuccess && r != ncclInProgress, "CollNet connect returned %d with the appliance %s", r,
+        expect.c_str());
+  CHECK(comm == nullptr, "the failed connect left a comm");
+  CHECK(g_warnings == before + 1, "the failed connect logged %d WARN lines, want 1", g_warnings - before);
+  CHECK(g_last_warning.find(cause) != std::string::npos, "the WARN does not name the cause '%s': %s", cause,
+        g_last_warning.c_str());
+  std::printf("[rank %d] CollNet set-up failed cleanly (%s, result %d, %.1f s): %s\n", rank, expect.c_str(), r, seconds,
+              g_last_warning.c_str());
+  if (first != nullptr) NCCL_OK(api.close_coll(first));
+  NCCL_OK(api.finalize());
+  run_net(p, boot, rank, nranks);  // NCCL goes on over the plugin's ncclNet
 }
 
 }  // namespace
@@ -523,7 +628,7 @@ void run_net(Plugin& p, Bootstrap& boot, int rank, int nranks) {
 
 int main(int argc, char** argv) {
   using namespace sumcast::nccl_test;  // NOLINT
-  std::string plugin, mode, boot_path;
+  std::string plugin, mode, boot_path, expect;
   int abi = 0, rank = -1, nranks = 0, timeout_s = 120;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -542,12 +647,15 @@ int main(int argc, char** argv) {
       boot_path = v;
     else if (k == "--timeout")
       timeout_s = std::atoi(v);
+    else if (k == "--expect")
+      expect = v;
   }
-  if (plugin.empty() || (mode != "collnet" && mode != "net") || rank < 0 || nranks < 2 || rank >= nranks ||
-      boot_path.empty()) {
+  const bool setupfail_ok = mode != "setupfail" || expect == "down" || expect == "token" || expect == "full";
+  if (plugin.empty() || (mode != "collnet" && mode != "net" && mode != "setupfail") || !setupfail_ok || rank < 0 ||
+      nranks < 2 || rank >= nranks || boot_path.empty()) {
     std::fprintf(stderr,
-                 "usage: nccl_harness --plugin SO --abi 8|9|10 --mode collnet|net --rank R --nranks N "
-                 "--bootstrap PATH [--timeout S]\n");
+                 "usage: nccl_harness --plugin SO --abi 8..12 --mode collnet|net|setupfail --rank R --nranks N "
+                 "--bootstrap PATH [--expect down|token|full] [--timeout S]\n");
     return 2;
   }
   g_rank = rank;
@@ -557,6 +665,8 @@ int main(int argc, char** argv) {
     Bootstrap boot(boot_path, rank, nranks, timeout_s * 1000);
     if (mode == "collnet") {
       run_collnet(p, boot, rank, nranks);
+    } else if (mode == "setupfail") {
+      run_setupfail(p, boot, rank, nranks, expect);
     } else {
       run_net(p, boot, rank, nranks);
     }

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The NCCL plugin driven as NCCL drives it, by N processes (tests/nccl/nccl_harness.cc), for one
 # exported ABI version: first the CollNet path (all-reduce chunks, all-gather and reduce-scatter
-# windows through an appliance), then the ncclNet path (a TCP ring with grouped receives).
+# windows through an appliance), then the ncclNet path (a TCP ring: grouped receives refused,
+# several receives outstanding with sends in reverse tag order).
 #
 #   nccl_plugin_test.sh local   ABI HARNESS PLUGIN NCCL_TEST_APPLIANCE [N]
 #       N processes on loopback; the appliance is the embedded service in its own process
 #       (nccl_test_appliance), bound to 127.0.8.<ABI> so that versions can run side by side.
+#       Then CollNet set-up failures, 2 processes each: the appliance down (nothing listens),
+#       a wrong token, and a full appliance (a second one, max 1 job, on 127.0.18.<ABI>); each
+#       must end in a clean error from connect and the ncclNet must go on.
 #   nccl_plugin_test.sh testbed ABI HARNESS PLUGIN SUMCASTD [N]
 #       the namespace test bed (tools/testbed/testbed.sh): sumcastd on net_af_packet in the
 #       appliance namespace, rank i in namespace w<i>, ncclNet over the worker veths. Needs root
@@ -17,11 +21,12 @@ kind=$1 abi=$2 harness=$3 plugin=$4 appliance=$5 n=${6:-3}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d /tmp/nccl-plugin-test.XXXXXX)
 app_pid=""
+full_pid=""
 pids=()
 cleanup() {
   local rc=$?
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  if [ -n "$app_pid" ]; then kill -TERM "$app_pid" 2>/dev/null || true; wait "$app_pid" 2>/dev/null || true; fi
+  for p in $app_pid $full_pid; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   if [ "$kind" = testbed ]; then tb_down; rm -rf "/var/run/dpdk/$TB_PREFIX"; fi
   if [ $rc -ne 0 ]; then
     for f in "$work"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -40 "$f"; }; done
@@ -37,17 +42,21 @@ run_in() {  # rank command...
   if [ "$kind" = testbed ]; then tb_exec "w$r" "$@"; else "$@"; fi
 }
 
+wait_ready() {  # log pid: the appliance's "ready <address>" line, within 30 s
+  local deadline=$((SECONDS + 30))
+  until grep -q '^ready ' "$1" 2>/dev/null; do
+    kill -0 "$2" 2>/dev/null || fail "the test appliance exited: $(cat "$1")"
+    [ $SECONDS -lt $deadline ] || fail "the test appliance did not come up"
+    read -rt 0.05 <> <(:) || true
+  done
+}
+
 if [ "$kind" = local ]; then
   trap cleanup EXIT
   app_ip=127.0.8.$abi
   "$appliance" --bind "$app_ip" --token-file "$work/token" >"$work/appliance.log" 2>&1 &
   app_pid=$!
-  deadline=$((SECONDS + 30))
-  until grep -q '^ready ' "$work/appliance.log" 2>/dev/null; do
-    kill -0 "$app_pid" 2>/dev/null || fail "the test appliance exited: $(cat "$work/appliance.log")"
-    [ $SECONDS -lt $deadline ] || fail "the test appliance did not come up"
-    read -rt 0.05 <> <(:) || true
-  done
+  wait_ready "$work/appliance.log" "$app_pid"
   export SUMCAST_APPLIANCES; SUMCAST_APPLIANCES=$(sed -n 's/^ready //p' "$work/appliance.log")
   export SUMCAST_NCCL_IFNAME="=lo"
 elif [ "$kind" = testbed ]; then
@@ -66,23 +75,50 @@ else
 fi
 export SUMCAST_TOKEN_FILE="$work/token" SUMCAST_NCCL_CONF=/dev/null
 
-for mode in collnet net; do
+run_ranks() {  # name count harness-args...: `count` harness processes, all of which must pass
+  local name=$1 count=$2; shift 2
   pids=()
-  for ((r = 0; r < n; r++)); do
-    run_in "$r" "$harness" --plugin "$plugin" --abi "$abi" --mode "$mode" --rank "$r" --nranks "$n" \
-      --bootstrap "$work/boot-$mode.sock" --timeout 150 >"$work/$mode-rank$r.log" 2>&1 &
+  for ((r = 0; r < count; r++)); do
+    run_in "$r" "$harness" --plugin "$plugin" --abi "$abi" --rank "$r" --nranks "$count" \
+      --bootstrap "$work/boot-$name.sock" --timeout 150 "$@" >"$work/$name-rank$r.log" 2>&1 &
     pids+=($!)
   done
-  for ((r = 0; r < n; r++)); do
-    wait "${pids[$r]}" || fail "$mode rank $r exited with $? ($(grep -m3 FAIL "$work/$mode-rank$r.log" || tail -1 "$work/$mode-rank$r.log"))"
+  for ((r = 0; r < count; r++)); do
+    wait "${pids[$r]}" || fail "$name rank $r exited with $? ($(grep -m3 FAIL "$work/$name-rank$r.log" || tail -1 "$work/$name-rank$r.log"))"
   done
   pids=()
+}
+
+for mode in collnet net; do
+  run_ranks "$mode" "$n" --mode "$mode"
   grep -h "exact\|PASS\|net device" "$work/$mode-rank0.log"
   if [ "$mode" = collnet ]; then
     grep -q "CollNet closeColl rank 0/$n" "$work/$mode-rank0.log" || fail "no closeColl summary from the plugin"
   fi
 done
+
+if [ "$kind" = local ]; then
+  # CollNet set-up failures, each case in processes of its own (the plugin reads its settings once).
+  "$appliance" --bind "127.0.18.$abi" --token-file "$work/token" --max-jobs 1 >"$work/full-appliance.log" 2>&1 &
+  full_pid=$!
+  wait_ready "$work/full-appliance.log" "$full_pid"
+  head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/wrong-token"; echo >>"$work/wrong-token"
+  good=$SUMCAST_APPLIANCES
+  for expect in down token full; do
+    case $expect in
+      down) apps="127.0.8.$abi:1" token_file=$work/token ;;  # nothing listens on port 1 there
+      token) apps=$good token_file=$work/wrong-token ;;
+      full) apps=$(sed -n 's/^ready //p' "$work/full-appliance.log") token_file=$work/token ;;
+    esac
+    SUMCAST_APPLIANCES=$apps SUMCAST_TOKEN_FILE=$token_file run_ranks "setupfail-$expect" 2 --mode setupfail \
+      --expect "$expect"
+    grep -h "set-up failed cleanly" "$work/setupfail-$expect-rank0.log"
+    grep -q "PASS" "$work/setupfail-$expect-rank0.log" || fail "setupfail $expect: rank 0 did not pass"
+  done
+else
+  echo "CollNet set-up failures: run by the local variant only (they need appliances of their own)"
+fi
 if [ "$kind" = testbed ]; then
   grep -q "SIGTERM\|stopped" "$work/sumcastd.log" || true
 fi
-echo "PASS: NCCL plugin ABI v$abi, $kind, $n ranks: CollNet and ncclNet exact"
+echo "PASS: NCCL plugin ABI v$abi, $kind, $n ranks: CollNet and ncclNet exact$([ "$kind" = local ] && echo "; CollNet set-up failures clean")"

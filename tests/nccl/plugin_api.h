@@ -1,8 +1,8 @@
 // The test harness's view of libnccl-net-sumcast.so, loaded the way NCCL loads it: dlopen, then
 // dlsym of "ncclNetPlugin_v<N>" / "ncclCollNetPlugin_v<N>" for one ABI version, then calls through
 // the table with that version's argument types (int sizes in v8, size_t in v9+, v10's extra
-// arguments). Each version's table is wrapped into the same std::function set so one test body
-// drives all of them.
+// arguments, v11's per-communicator context). Each version's table is wrapped into the same
+// std::function set so one test body drives all of them.
 #pragma once
 
 #include <dlfcn.h>
@@ -33,6 +33,9 @@ struct Props {
   int vdev0 = -1;
   size_t max_p2p = 0;  // v9+
   size_t max_coll = 0;
+  int max_multi_request = -1;  // v11+
+  int rail_id = -2;            // v12 (-2: the version has no such field)
+  int plane_id = -2;
 };
 
 struct SgePart {
@@ -43,7 +46,12 @@ struct SgePart {
 
 struct NetApi {
   std::string name;
+  int abi = 0;
+  // v11+: init creates the communicator's context (kept by the wrapper and passed to listen and
+  // connect), finalize releases it; older versions: finalize does nothing.
   std::function<ncclResult_t(ncclDebugLogger_t)> init;
+  std::function<ncclResult_t()> finalize;
+  std::function<ncclResult_t(ncclNetAttr_v11_t*)> set_net_attr;  // empty below v11
   std::function<ncclResult_t(int*)> devices;
   std::function<ncclResult_t(int, Props*)> properties;
   std::function<ncclResult_t(int, void*, void**)> listen;
@@ -61,6 +69,7 @@ struct NetApi {
 struct CollApi {
   std::string name;
   std::function<ncclResult_t(ncclDebugLogger_t)> init;
+  std::function<ncclResult_t()> finalize;
   std::function<ncclResult_t(int*)> devices;
   std::function<ncclResult_t(int, Props*)> properties;
   std::function<ncclResult_t(int, void*, void**)> listen;
@@ -92,6 +101,8 @@ class Plugin {
 
  private:
   void* lib_ = nullptr;
+  void* net_ctx_ = nullptr;  // v11+
+  void* coll_ctx_ = nullptr;
 };
 
 }  // namespace sumcast::nccl_test

@@ -3,10 +3,11 @@
 // script on a single host. Prints "ready <control ip:port>" once it serves, then runs until
 // SIGTERM or SIGINT.
 //
-//   nccl_test_appliance --bind IPV4 --token-file PATH
+//   nccl_test_appliance --bind IPV4 --token-file PATH [--max-jobs N]   (default 64)
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -15,10 +16,12 @@
 int main(int argc, char** argv) {
   std::string bind = "127.0.0.1";
   std::string token_file;
+  unsigned long max_jobs = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--bind") bind = argv[i + 1];
     if (k == "--token-file") token_file = argv[i + 1];
+    if (k == "--max-jobs") max_jobs = std::strtoul(argv[i + 1], nullptr, 10);
   }
   sumcast::embedded::ServiceOptions o;
   o.bind_ip = bind;
@@ -26,7 +29,7 @@ int main(int argc, char** argv) {
     std::ifstream f(token_file);
     std::getline(f, o.token);
   }
-  o.max_jobs = 64;
+  o.max_jobs = static_cast<uint32_t>(max_jobs);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "config.h"
-#include "memory.h"
 #include "plugin_log.h"
 #include "sumcast/shim/communicator.h"
 
@@ -19,6 +18,9 @@ namespace sumcast::nccl {
 namespace {
 
 constexpr uint32_t kCollHandleMagic = 0x5343434e;  // "SCCN"
+// The lane connect registers (collnet.h "Set-up"): fp32 sum, what training all-reduces most.
+constexpr wire::Dtype kSetupDtype = wire::Dtype::kFp32;
+constexpr wire::ReduceOp kSetupOp = wire::ReduceOp::kSum;
 constexpr uint16_t kCollVersion = 1;
 
 struct CollHandle {
@@ -60,7 +62,6 @@ struct Copy {
   void* dst;
   size_t src_offset;  // into the request's staging buffer
   size_t bytes;
-  bool cuda;
 };
 
 struct CollRequest {
@@ -98,11 +99,12 @@ uint64_t random_nonce() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-Lane* lane_for(CollComm* c, wire::Dtype dtype, wire::ReduceOp op) {
+// A new lane of `c` and the worker library's settings for its job.
+shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lane** out) {
   std::unique_ptr<Lane>& slot = c->lanes[static_cast<int>(dtype)][static_cast<int>(op)];
-  if (slot) return slot.get();
   slot = std::make_unique<Lane>();
   Lane* lane = slot.get();
+  *out = lane;
   lane->dtype = dtype;
   lane->op = op;
   lane->job = c->job + "-" + wire::dtype_name(dtype) + "-" + wire::reduce_op_name(op);
@@ -122,6 +124,20 @@ Lane* lane_for(CollComm* c, wire::Dtype dtype, wire::ReduceOp op) {
   cfg.op_timeout_ms = c->config->op_timeout_ms;
   cfg.register_timeout_ms = c->config->register_timeout_ms;
   SUMCAST_NCCL_INFO(abi::NCCL_NET, "CollNet rank %d/%d: registering job %s", c->rank, c->nranks, lane->job.c_str());
+  return cfg;
+}
+
+void log_registered(const Lane* lane) {
+  const auto& apps = lane->comm->appliances();
+  SUMCAST_NCCL_INFO(abi::NCCL_NET, "CollNet job %s registered with %zu appliance(s), %u elements per packet",
+                    lane->job.c_str(), apps.size(), apps.empty() ? 0u : apps[0].chunk_elems);
+}
+
+// The lane of (dtype, op); a new one starts registering in the background.
+Lane* lane_for(CollComm* c, wire::Dtype dtype, wire::ReduceOp op) {
+  if (Lane* lane = c->lanes[static_cast<int>(dtype)][static_cast<int>(op)].get()) return lane;
+  Lane* lane = nullptr;
+  const shim::CommConfig cfg = new_lane(c, dtype, op, &lane);
   lane->creator = std::thread([lane, cfg] {
     lane->made = shim::Communicator::create(cfg);
     lane->created.store(true, std::memory_order_release);
@@ -152,9 +168,7 @@ void pump(Lane* lane) {
   if (lane->made.ok()) {
     lane->comm = std::move(lane->made).value();
     lane->state = LaneState::kReady;
-    const auto& apps = lane->comm->appliances();
-    SUMCAST_NCCL_INFO(abi::NCCL_NET, "CollNet job %s registered with %zu appliance(s), %u elements per packet",
-                      lane->job.c_str(), apps.size(), apps.empty() ? 0u : apps[0].chunk_elems);
+    log_registered(lane);
   } else {
     lane->state = LaneState::kFailed;
     lane->error = lane->made.status();
@@ -202,11 +216,8 @@ void submit(CollComm* c, Lane* lane, CollRequest* r, void** request) {
   *request = r;
 }
 
-Status copy_in(void* dst, const void* src, size_t bytes, bool cuda) {
-  if (bytes == 0) return Status();
-  if (cuda) return cuda_to_host(dst, src, bytes);
-  std::memcpy(dst, src, bytes);
-  return Status();
+void copy_in(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
 }
 
 // The bytes [lo, hi) of the window that are this rank's own part.
@@ -304,6 +315,23 @@ Status collnet_connect(void* handles[], int nranks, int rank, void* listen_comm,
   std::snprintf(job, sizeof(job), "nccl-%016" PRIx64, static_cast<const CollHandle*>(handles[0])->nonce);
   c->job = job;
   (void)listen_comm;
+  // The set-up lane registers here, on the calling thread, bounded by the connect and register
+  // timeouts: the appliance's answer proves it is reachable, accepts the token and has room for
+  // the job, and it comes only once every node registered, so either every node's connect
+  // succeeds or every node's fails (the others' registrations time out). A failure is the error
+  // NCCL needs to set CollNet aside for this communicator and go on over the ncclNet.
+  Lane* lane = nullptr;
+  auto made = shim::Communicator::create(new_lane(c.get(), kSetupDtype, kSetupOp, &lane));
+  if (!made.ok()) {
+    return Status(made.status().code(), "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ": job " +
+                                            lane->job + " via " + (*cfg)->appliances[0].address + ": " +
+                                            made.status().message() +
+                                            " (NCCL goes on without CollNet for this communicator)");
+  }
+  lane->comm = std::move(made).value();
+  lane->state = LaneState::kReady;
+  lane->created.store(true, std::memory_order_release);
+  log_registered(lane);
   SUMCAST_NCCL_INFO(abi::NCCL_INIT | abi::NCCL_NET, "CollNet connected: rank %d of %d, job %s, %zu appliance(s) (%s)",
                     rank, nranks, job, (*cfg)->appliances.size(), (*cfg)->appliances[0].address.c_str());
   *coll_comm = c.release();
@@ -311,7 +339,7 @@ Status collnet_connect(void* handles[], int nranks, int rank, void* listen_comm,
 }
 
 Status collnet_iallreduce(void* coll_comm, const void* send, void* recv, size_t count, abi::ncclDataType_t dtype,
-                          abi::ncclRedOp_t op, void* send_mhandle, void* recv_mhandle, void** request) {
+                          abi::ncclRedOp_t op, void* /*send_mhandle*/, void* /*recv_mhandle*/, void** request) {
   if (coll_comm == nullptr || request == nullptr) return Status::invalid_argument("iallreduce: NULL argument");
   *request = nullptr;
   wire::Dtype wd;
@@ -328,26 +356,15 @@ Status collnet_iallreduce(void* coll_comm, const void* send, void* recv, size_t 
   r->lane = lane;
   r->count = count;
   r->result_bytes = bytes;
-  if (is_cuda(send_mhandle) || is_cuda(recv_mhandle)) {
-    r->staging.resize(bytes);
-    Status s = copy_in(r->staging.data(), send, bytes, is_cuda(send_mhandle));
-    if (!s.ok()) {
-      r->in_use = false;
-      return s;
-    }
-    r->send = r->recv = r->staging.data();
-    r->copies[r->n_copies++] = Copy{recv, 0, bytes, is_cuda(recv_mhandle)};
-  } else {
-    r->send = send;
-    r->recv = recv;
-  }
+  r->send = send;
+  r->recv = recv;
   ++c->allreduce_calls;
   submit(c, lane, r, request);
   return Status();
 }
 
 Status collnet_iallgather(void* coll_comm, const void* send, int n_parts, const Sge* recv_parts, size_t bytes_per_rank,
-                          size_t window_offset, size_t window_bytes, void* send_mhandle, void** request) {
+                          size_t window_offset, size_t window_bytes, void* /*send_mhandle*/, void** request) {
   if (coll_comm == nullptr || request == nullptr) return Status::invalid_argument("iallgather: NULL argument");
   *request = nullptr;
   SUMCAST_RETURN_IF_ERROR(check_parts(n_parts, recv_parts, window_bytes));
@@ -359,14 +376,10 @@ Status collnet_iallgather(void* coll_comm, const void* send, int n_parts, const 
   size_t lo = 0;
   size_t hi = 0;
   own_part(c, bytes_per_rank, window_offset, window_bytes, &lo, &hi);
-  Status s = copy_in(r->staging.data() + (lo - window_offset), send, hi - lo, is_cuda(send_mhandle));
-  if (!s.ok()) {
-    r->in_use = false;
-    return s;
-  }
+  copy_in(r->staging.data() + (lo - window_offset), send, hi - lo);
   size_t off = 0;
   for (int i = 0; i < n_parts; ++i) {
-    r->copies[r->n_copies++] = Copy{recv_parts[i].address, off, recv_parts[i].size, is_cuda(recv_parts[i].mhandle)};
+    r->copies[r->n_copies++] = Copy{recv_parts[i].address, off, recv_parts[i].size};
     off += recv_parts[i].size;
   }
   r->lane = lane_for(c, wire::Dtype::kInt32, wire::ReduceOp::kSum);
@@ -380,7 +393,7 @@ Status collnet_iallgather(void* coll_comm, const void* send, int n_parts, const 
 
 Status collnet_ireducescatter(void* coll_comm, int n_parts, const Sge* send_parts, void* recv, size_t bytes_per_rank,
                               size_t window_offset, size_t window_bytes, abi::ncclDataType_t dtype, abi::ncclRedOp_t op,
-                              void* recv_mhandle, void** request) {
+                              void* /*recv_mhandle*/, void** request) {
   if (coll_comm == nullptr || request == nullptr) return Status::invalid_argument("ireducescatter: NULL argument");
   *request = nullptr;
   SUMCAST_RETURN_IF_ERROR(check_parts(n_parts, send_parts, window_bytes));
@@ -400,18 +413,13 @@ Status collnet_ireducescatter(void* coll_comm, int n_parts, const Sge* send_part
   r->staging.resize(window_bytes);
   size_t off = 0;
   for (int i = 0; i < n_parts; ++i) {
-    Status s =
-        copy_in(r->staging.data() + off, send_parts[i].address, send_parts[i].size, is_cuda(send_parts[i].mhandle));
-    if (!s.ok()) {
-      r->in_use = false;
-      return s;
-    }
+    copy_in(r->staging.data() + off, send_parts[i].address, send_parts[i].size);
     off += send_parts[i].size;
   }
   size_t lo = 0;
   size_t hi = 0;
   own_part(c, bytes_per_rank, window_offset, window_bytes, &lo, &hi);
-  r->copies[r->n_copies++] = Copy{recv, lo - window_offset, hi - lo, is_cuda(recv_mhandle)};
+  r->copies[r->n_copies++] = Copy{recv, lo - window_offset, hi - lo};
   r->lane = lane_for(c, wd, wo);
   r->send = r->recv = r->staging.data();
   r->count = window_bytes / elem;
@@ -430,15 +438,10 @@ Status collnet_test(void* request, int* done, int* size) {
   pump(lane);
   if (!r->finished && r->started) r->finished = lane->comm->test(r->id, &r->status);
   if (!r->finished) return Status();
-  Status s = r->status;
+  const Status s = r->status;
   for (int i = 0; s.ok() && i < r->n_copies; ++i) {
     const Copy& cp = r->copies[i];
-    if (cp.bytes == 0) continue;
-    if (cp.cuda) {
-      s = cuda_to_device(cp.dst, r->staging.data() + cp.src_offset, cp.bytes);
-    } else {
-      std::memcpy(cp.dst, r->staging.data() + cp.src_offset, cp.bytes);
-    }
+    copy_in(cp.dst, r->staging.data() + cp.src_offset, cp.bytes);
   }
   r->in_use = false;
   if (!s.ok()) return Status(s.code(), "CollNet job " + lane->job + ": " + s.message());

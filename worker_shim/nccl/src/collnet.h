@@ -5,10 +5,21 @@
 // Jobs. connect() receives every node's listen handle; each holds a random nonce, and the job
 // name is derived from node 0's ("nccl-<nonce>"), so all nodes agree on it without talking. A
 // Communicator has one dtype and op, so the comm keeps one *lane* per (dtype, op) pair, each its
-// own appliance job "<job>-<dtype>-<op>", registered on first use in a background thread: the
-// proxy thread that calls iallreduce never blocks (registration waits for every node, and a node
-// may still need this one's proxy to progress other traffic before it gets there). Calls made
-// while a lane registers queue up and start, in order, when it is ready.
+// own appliance job "<job>-<dtype>-<op>".
+//
+// Set-up. connect() registers the fp32-sum lane itself, blocking (as NCCL expects of a CollNet
+// connect: it is called once, during communicator set-up, on every node at once) for at most
+// the worker library's connect timeout (10 s) plus SUMCAST_REGISTER_TIMEOUT_MS. An appliance that is
+// unreachable, refuses the token or has no room for the job fails connect with an error naming
+// the cause, so NCCL disables CollNet for that communicator and runs over the plugin's ncclNet.
+// Because the appliance answers a registration only when every node registered, a node that
+// fails makes every other node's connect fail too (theirs time out), never half a CollNet.
+//
+// Other lanes register on first use in a background thread: the proxy thread that calls
+// iallreduce never blocks (registration waits for every node, and a node may still need this
+// one's proxy to progress other traffic before it gets there). Calls made while a lane registers
+// queue up and start, in order, when it is ready. Such a registration can still fail mid-job (the
+// appliance filled up since connect): its calls then fail.
 //
 // Ordering. NCCL issues a comm's CollNet calls in the same order, with the same sizes, on every
 // node (its proxy enforces collective order across channels). Each lane sees the subsequence of
@@ -19,7 +30,7 @@
 // x + 0 = x bit for bit); ireducescatter is an all-reduce of the window of which this node keeps
 // its part. Both go through a host staging buffer per request (kept and reused).
 //
-// CUDA buffers (registered NCCL_PTR_CUDA) are staged through host memory (memory.h).
+// Host memory only (memory.h): NCCL hands CollNet host buffers and copies to and from the GPU itself.
 //
 // Thread safety: one thread at a time per comm (NCCL's rule); regMr/deregMr touch no comm state.
 #pragma once

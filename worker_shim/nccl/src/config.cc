@@ -11,7 +11,7 @@
 namespace sumcast::nccl {
 namespace {
 
-enum class Kind { kIfNames, kAppliances, kString, kTokenFile, kU32, kBool, kInt };
+enum class Kind { kIfNames, kAppliances, kString, kTokenFile, kU32 };
 
 struct Key {
   const char* name;
@@ -33,8 +33,6 @@ constexpr Key kKeys[] = {
     {"SUMCAST_RTO_US", Kind::kU32, 100, 10000000, "first retransmission timeout"},
     {"SUMCAST_OP_TIMEOUT_MS", Kind::kU32, 0, 3600000, "no result this long fails the call (0: never)"},
     {"SUMCAST_REGISTER_TIMEOUT_MS", Kind::kU32, 100, 3600000, "all nodes must register within"},
-    {"SUMCAST_NCCL_CUDA", Kind::kBool, 0, 1, "offer NCCL_PTR_CUDA when a GPU is usable"},
-    {"SUMCAST_NCCL_MAX_RECVS", Kind::kInt, 1, 8, "ncclNet grouped receives (maxRecvs)"},
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -84,9 +82,7 @@ Status apply(const Key& key, const std::string& value, PluginConfig* c) {
       std::getline(f, c->token);
       return Status();
     }
-    case Kind::kU32:
-    case Kind::kInt:
-    case Kind::kBool: {
+    case Kind::kU32: {
       char* end = nullptr;
       const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || v < key.min || v > key.max) {
@@ -100,8 +96,6 @@ Status apply(const Key& key, const std::string& value, PluginConfig* c) {
       if (n == "SUMCAST_RTO_US") c->rto_us = u;
       if (n == "SUMCAST_OP_TIMEOUT_MS") c->op_timeout_ms = u;
       if (n == "SUMCAST_REGISTER_TIMEOUT_MS") c->register_timeout_ms = u;
-      if (n == "SUMCAST_NCCL_CUDA") c->cuda = u != 0;
-      if (n == "SUMCAST_NCCL_MAX_RECVS") c->max_recvs = static_cast<int>(u);
       return Status();
     }
   }

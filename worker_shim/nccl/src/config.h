@@ -34,8 +34,6 @@ struct PluginConfig {
   uint32_t rto_us = 5000;                // SUMCAST_RTO_US: first retransmission timeout
   uint32_t op_timeout_ms = 30000;        // SUMCAST_OP_TIMEOUT_MS: no result this long fails (0: never)
   uint32_t register_timeout_ms = 60000;  // SUMCAST_REGISTER_TIMEOUT_MS: all nodes must register within
-  bool cuda = true;                      // SUMCAST_NCCL_CUDA: 0 never offers NCCL_PTR_CUDA
-  int max_recvs = 8;                     // SUMCAST_NCCL_MAX_RECVS: ncclNet grouped receives, 1..8
   std::string source;                    // where the settings came from, for the log
 };
 

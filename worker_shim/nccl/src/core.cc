@@ -2,6 +2,7 @@
 // or any exception into an ncclResult_t and a WARN line naming the call.
 #include "sumcast/nccl/core.h"
 
+#include <cinttypes>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -73,12 +74,12 @@ Status fill_properties(int dev, bool coll, DeviceProperties* p) {
   p->name = d.name.c_str();
   p->pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
   p->guid = d.guid;
-  p->ptr_support = abi::NCCL_PTR_HOST | (cuda_usable() ? abi::NCCL_PTR_CUDA : 0);
+  p->ptr_support = abi::NCCL_PTR_HOST;  // host memory only (memory.h)
   p->speed_mbps = d.speed_mbps;
   p->port = 1;
   p->latency_us = 0.0f;
   p->max_comms = 65536;
-  p->max_recvs = coll ? 1 : std::min((*cfg)->max_recvs, kSocketMaxRecvs);
+  p->max_recvs = coll ? 1 : kSocketMaxRecvs;  // no grouped receives (socket_net.h)
   p->max_p2p_bytes = abi::kMaxNetSize;
   p->max_coll_bytes = abi::kMaxCollNetSize;
   return Status();
@@ -105,6 +106,52 @@ ncclResult_t init(abi::ncclDebugLogger_t logger) {
     });
     auto cfg = plugin_config();
     return cfg.ok() ? Status() : cfg.status();
+  });
+}
+
+namespace {
+
+struct Context {
+  uint64_t comm_id = 0;
+  int traffic_class = abi::NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  bool coll = false;
+  bool attr_logged = false;
+};
+
+}  // namespace
+
+ncclResult_t context_init(void** ctx, uint64_t comm_id, int traffic_class, bool coll, abi::ncclDebugLogger_t logger) {
+  const ncclResult_t r = init(logger);
+  if (r != abi::ncclSuccess) return r;
+  return guard(coll ? "CollNet init" : "init", [&] {
+    if (ctx == nullptr) return Status::invalid_argument("NULL context pointer");
+    *ctx = new Context{comm_id, traffic_class, coll, false};
+    SUMCAST_NCCL_INFO(abi::NCCL_INIT | abi::NCCL_NET, "%s context for communicator %016" PRIx64 " (traffic class %d)",
+                      coll ? "CollNet" : "net", comm_id, traffic_class);
+    return Status();
+  });
+}
+
+ncclResult_t context_finalize(void* ctx) {
+  return guard("finalize", [&] {
+    if (ctx == nullptr) return Status::invalid_argument("NULL context");
+    delete static_cast<Context*>(ctx);
+    return Status();
+  });
+}
+
+ncclResult_t net_set_attr(void* ctx, abi::ncclNetAttr_v11_t* attr) {
+  return guard("setNetAttr", [&] {
+    if (ctx == nullptr || attr == nullptr) return Status::invalid_argument("NULL context or attributes");
+    auto* c = static_cast<Context*>(ctx);
+    if (!c->attr_logged) {  // hints for transports with flow control of their own; TCP ignores them
+      c->attr_logged = true;
+      SUMCAST_NCCL_INFO(abi::NCCL_NET,
+                        "setNetAttr for communicator %016" PRIx64 " (ignored): send peers %d..%d, recv peers %d..%d",
+                        c->comm_id, attr->sendCommAttr.minConcurrentPeers, attr->sendCommAttr.maxConcurrentPeers,
+                        attr->recvCommAttr.minConcurrentPeers, attr->recvCommAttr.maxConcurrentPeers);
+    }
+    return Status();
   });
 }
 
@@ -163,10 +210,10 @@ ncclResult_t net_irecv(void* recv_comm, int n, void** data, const size_t* sizes,
   return guard("irecv", [&] { return socket_irecv(recv_comm, n, data, sizes, tags, mhandles, request); });
 }
 
-ncclResult_t net_iflush(void* recv_comm, int, void**, const int*, void**, void** request) {
+ncclResult_t net_iflush(void* recv_comm, int, void**, int*, void**, void** request) {
   return guard("iflush", [&] {
     if (recv_comm == nullptr || request == nullptr) return Status::invalid_argument("NULL argument");
-    *request = nullptr;  // received data is already where it belongs (CUDA staging copies synchronously)
+    *request = nullptr;  // host memory: received data is where it belongs when test reports it
     return Status();
   });
 }
@@ -271,7 +318,7 @@ ncclResult_t coll_ireducescatter(void* coll_comm, int n_send_parts, const Sge* s
 ncclResult_t coll_iflush(void* coll_comm, void*, int, void*, void** request) {
   return guard("CollNet iflush", [&] {
     if (coll_comm == nullptr || request == nullptr) return Status::invalid_argument("NULL argument");
-    *request = nullptr;  // results are in place when test reports them (CUDA staging copies synchronously)
+    *request = nullptr;  // host memory: results are in place when test reports them
     return Status();
   });
 }

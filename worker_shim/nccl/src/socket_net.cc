@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "memory.h"
 #include "net_devices.h"
 #include "plugin_log.h"
 #include "sumcast/nccl/nccl_abi.h"
@@ -91,9 +90,7 @@ struct Request {
   int tags[kSocketMaxRecvs] = {};
   size_t got[kSocketMaxRecvs] = {};
   bool filled[kSocketMaxRecvs] = {};
-  bool cuda[kSocketMaxRecvs] = {};
   int remaining = 0;
-  std::vector<char> staging[kSocketMaxRecvs];  // CUDA buffers only; capacity kept across uses
 };
 
 struct Comm {
@@ -222,10 +219,6 @@ void finish_slot(Comm* c) {
   const int s = c->cur_slot;
   r->got[s] = c->header.size;
   r->filled[s] = true;
-  if (r->cuda[s] && c->header.size > 0) {
-    Status st = cuda_to_device(r->dst[s], r->staging[s].data(), c->header.size);
-    if (!st.ok()) fail(c, st);
-  }
   c->cur = nullptr;
   c->header_got = 0;
   if (--r->remaining == 0) {
@@ -271,7 +264,7 @@ void progress_recv(Comm* c) {
     Request* r = c->cur;
     const int s = c->cur_slot;
     if (c->cur_got < c->header.size) {
-      char* base = static_cast<char*>(r->cuda[s] ? r->staging[s].data() : r->dst[s]);
+      char* base = static_cast<char*>(r->dst[s]);
       const ssize_t got = recv(c->fd, base + c->cur_got, c->header.size - c->cur_got, MSG_DONTWAIT);
       if (got == 0) {
         c->eof = true;
@@ -427,7 +420,8 @@ Status socket_accept(void* listen_comm, void** recv_comm) {
   }
 }
 
-Status socket_isend(void* send_comm, const void* data, size_t size, int tag, void* mhandle, void** request) {
+Status socket_isend(void* send_comm, const void* data, size_t size, int tag, void* /*mhandle: host memory*/,
+                    void** request) {
   if (send_comm == nullptr || request == nullptr) return Status::invalid_argument("isend: NULL argument");
   auto* c = static_cast<Comm*>(send_comm);
   *request = nullptr;
@@ -437,33 +431,24 @@ Status socket_isend(void* send_comm, const void* data, size_t size, int tag, voi
   r->n = 1;
   r->header = MsgHeader{kMsgMagic, tag, size};
   r->payload = static_cast<const char*>(data);
-  if (is_cuda(mhandle) && size > 0) {
-    r->staging[0].resize(size);
-    Status s = cuda_to_host(r->staging[0].data(), data, size);
-    if (!s.ok()) {
-      r->in_use = false;
-      return s;
-    }
-    r->payload = r->staging[0].data();
-  }
   c->order[c->active++] = r;
   progress_send(c);
   *request = r;
   return Status();
 }
 
-Status socket_irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+Status socket_irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** /*mhandles*/,
                     void** request) {
   if (recv_comm == nullptr || request == nullptr) return Status::invalid_argument("irecv: NULL argument");
+  *request = nullptr;
   if (n < 1 || n > kSocketMaxRecvs) {
-    return Status::invalid_argument("irecv: " + std::to_string(n) + " buffers (1.." + std::to_string(kSocketMaxRecvs) +
-                                    ")");
+    return Status::invalid_argument("irecv: " + std::to_string(n) + " buffers grouped, but maxRecvs is " +
+                                    std::to_string(kSocketMaxRecvs) + " (grouped receives are not offered)");
   }
   if (data == nullptr || sizes == nullptr || tags == nullptr) {
     return Status::invalid_argument("irecv: NULL buffers, sizes or tags, or a negative size");
   }
   auto* c = static_cast<Comm*>(recv_comm);
-  *request = nullptr;
   if (!c->failed.ok()) return c->failed;
   Request* r = take_request(c);
   if (r == nullptr) return Status();
@@ -475,8 +460,6 @@ Status socket_irecv(void* recv_comm, int n, void** data, const size_t* sizes, co
     r->tags[i] = tags[i];
     r->got[i] = 0;
     r->filled[i] = false;
-    r->cuda[i] = mhandles != nullptr && is_cuda(mhandles[i]);
-    if (r->cuda[i]) r->staging[i].resize(sizes[i]);
   }
   c->order[c->active++] = r;
   progress_recv(c);

@@ -1,5 +1,5 @@
 // ncclNet over TCP sockets: what NCCL uses for its point-to-point traffic once it loaded the
-// plugin (DESIGN.md §5: NCCL takes a CollNet only from a library whose ncclNet works).
+// plugin (NCCL takes a CollNet only from a library whose ncclNet it uses).
 //
 // Connections. listen() binds a non-blocking socket to the device's IPv4 address and writes a
 // handle (address, port, a random nonce); connect() and accept() never block: they advance a
@@ -8,14 +8,21 @@
 // handle's scratch area, which NCCL hands back unchanged on every retry.
 //
 // Messages. Each isend is one message on the stream: a 16-byte header (magic, tag, size), then
-// the payload. A receive may group up to maxRecvs buffers, each with a tag; an arriving message
-// goes to the oldest posted receive that has an unfilled buffer with its tag, straight into that
-// buffer (no copy); a message larger than its buffer fails the comm. A message for which no
+// the payload. An arriving message goes to the oldest posted receive with its tag, straight into
+// that buffer (no copy); a message larger than its buffer fails the comm. A message for which no
 // receive is posted yet waits in the socket (TCP flow control), so the sender never needs a
 // rendezvous. Progress happens inside isend/irecv/test on the comm (no background thread).
 //
+// No grouped receives (maxRecvs 1). NCCL groups receives (irecv with n > 1) when several GPUs'
+// receives share one connection (PXN); on one ordered stream whose reader stops at a message
+// that has no posted buffer, while sends complete once they are in the socket buffer, a message
+// for a receive that is posted later can then block one that another GPU needs: a deadlock that
+// only credits from the receiver (as NCCL's IB transport uses) avoid. With maxRecvs 1, NCCL posts
+// one receive per message in the order its peer sends them, so the stream never waits on a
+// receive that depends on a later message. irecv with n > 1 is refused.
+//
 // Limits. At most NCCL_NET_MAX_REQUESTS (32) requests per comm: isend/irecv return a NULL request
-// beyond that and NCCL retries. CUDA buffers go through a host copy per request (memory.h).
+// beyond that and NCCL retries. Host memory only (memory.h).
 //
 // Thread safety: one thread at a time per comm (NCCL's rule); comms are independent.
 #pragma once
@@ -27,7 +34,7 @@
 
 namespace sumcast::nccl {
 
-inline constexpr int kSocketMaxRecvs = 8;
+inline constexpr int kSocketMaxRecvs = 1;  // maxRecvs: see "No grouped receives"
 inline constexpr int kSocketMaxRequests = 32;
 
 Status socket_listen(int dev, void* handle, void** listen_comm);

@@ -48,6 +48,16 @@ extern const char kPluginName[];
 // Idempotent; `logger` may be nullptr (then nothing is logged).
 ncclResult_t init(abi::ncclDebugLogger_t logger);
 
+// v11+ tables: NCCL calls init once per communicator (comm_id: its hash) and hands the context
+// back to listen/connect and, when the communicator is destroyed, to finalize. The context only
+// records the communicator for the log: comms are independent of it (NCCL closes them before
+// finalize). context_init also runs init(logger).
+ncclResult_t context_init(void** ctx, uint64_t comm_id, int traffic_class, bool coll, abi::ncclDebugLogger_t logger);
+ncclResult_t context_finalize(void* ctx);
+// v11+ ncclNet: NCCL's hints about the peers and flows of coming connections. TCP has no use for
+// them; they are logged (TRACE-level detail at INFO once per context) and otherwise ignored.
+ncclResult_t net_set_attr(void* ctx, abi::ncclNetAttr_v11_t* attr);
+
 // ---- ncclNet ----------------------------------------------------------------------------------------
 ncclResult_t net_devices(int* ndev);
 ncclResult_t net_properties(int dev, DeviceProperties* props);
@@ -60,7 +70,7 @@ ncclResult_t net_dereg_mr(void* comm, void* mhandle);
 ncclResult_t net_isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request);
 ncclResult_t net_irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                        void** request);
-ncclResult_t net_iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request);
+ncclResult_t net_iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles, void** request);
 // sizes (may be nullptr): bytes sent, or per buffer received.
 ncclResult_t net_test(void* request, int* done, int* sizes);
 ncclResult_t net_close_send(void* send_comm);
