@@ -62,12 +62,10 @@ TEST_F(DriverTest, KindsOfMemory) {
   void* managed = fake_cuda_managed_alloc(4096);
   auto pinned = driver->alloc_pinned(4096, device);
   ASSERT_TRUE(pinned.ok()) << pinned.status().to_string();
-  const std::pair<const void*, MemoryKind> cases[] = {{heap.data(), MemoryKind::kHost},
-                                                      {&stack, MemoryKind::kHost},
-                                                      {device, MemoryKind::kDevice},
-                                                      {static_cast<char*>(device) + 100, MemoryKind::kDevice},
-                                                      {managed, MemoryKind::kHost},
-                                                      {*pinned, MemoryKind::kHost}};
+  const std::pair<const void*, MemoryKind> cases[] = {
+      {heap.data(), MemoryKind::kHost}, {&stack, MemoryKind::kHost},
+      {device, MemoryKind::kDevice},    {static_cast<char*>(device) + 100, MemoryKind::kDevice},
+      {managed, MemoryKind::kHost},     {*pinned, MemoryKind::kHost}};
   for (const auto& [p, want] : cases) {
     auto k = driver->kind(p);
     ASSERT_TRUE(k.ok()) << k.status().to_string();

@@ -15,8 +15,8 @@ enum { OK = 0, INVALID_VALUE = 1, INVALID_CONTEXT = 201 };
 enum { ATTR_CONTEXT = 1, ATTR_MEMORY_TYPE = 2, ATTR_IS_MANAGED = 8 };
 enum { TYPE_HOST = 1, TYPE_DEVICE = 2 };
 
-static uint8_t* region;       /* PROT_NONE: the device address range */
-static uint8_t* shadow;       /* its contents */
+static uint8_t* region; /* PROT_NONE: the device address range */
+static uint8_t* shadow; /* its contents */
 static size_t region_used;
 static struct {
   void* p;
@@ -28,14 +28,12 @@ static _Thread_local int context_depth;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void* const kContext = (void*)0x5ca1ab1e;
 
-static const char* names[] = {"cuInit", "cuPointerGetAttribute", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2",
-                              "cuMemHostAlloc", "cuMemFreeHost", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2",
+static const char* names[] = {"cuInit",          "cuPointerGetAttribute", "cuMemcpyDtoH_v2",     "cuMemcpyHtoD_v2",
+                              "cuMemHostAlloc",  "cuMemFreeHost",         "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2",
                               "cuGetErrorString"};
 #define NFUNCS (sizeof names / sizeof names[0])
 static int calls[NFUNCS];
-static struct {
-  int armed, result, skip;
-} failures[NFUNCS];
+static struct { int armed, result, skip; } failures[NFUNCS];
 
 static int index_of(const char* fn) {
   for (size_t i = 0; i < NFUNCS; ++i)
@@ -247,7 +245,9 @@ EXPORT int cuCtxPopCurrent_v2(void** ctx) {
 EXPORT int cuGetErrorString(int error, const char** text) {
   enter("cuGetErrorString");
   static char buf[64];
-  const char* s = error == INVALID_VALUE ? "invalid argument" : error == INVALID_CONTEXT ? "invalid device context" : NULL;
+  const char* s = error == INVALID_VALUE     ? "invalid argument"
+                  : error == INVALID_CONTEXT ? "invalid device context"
+                                             : NULL;
   if (s == NULL) {
     strcpy(buf, "fake CUDA error");
     s = buf;

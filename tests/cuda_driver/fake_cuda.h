@@ -17,16 +17,16 @@
 extern "C" {
 #endif
 
-void fake_cuda_reset(void);                      /* frees everything, clears failures and counters */
-void* fake_cuda_device_alloc(size_t bytes);      /* device memory (no CPU access) */
-void* fake_cuda_managed_alloc(size_t bytes);     /* managed memory (CPU-accessible) */
+void fake_cuda_reset(void);                  /* frees everything, clears failures and counters */
+void* fake_cuda_device_alloc(size_t bytes);  /* device memory (no CPU access) */
+void* fake_cuda_managed_alloc(size_t bytes); /* managed memory (CPU-accessible) */
 void fake_cuda_device_write(void* device, const void* src, size_t bytes);
 void fake_cuda_device_read(void* dst, const void* device, size_t bytes);
 /* The call `function` (e.g. "cuMemcpyDtoH_v2") returns `result` once, after `skip` more calls succeed. */
 void fake_cuda_fail(const char* function, int result, int skip);
-void fake_cuda_set_init_result(int result);      /* what cuInit returns (default 0) */
-int fake_cuda_calls(const char* function);       /* calls made since the last reset */
-int fake_cuda_context_depth(void);               /* pushes minus pops: 0 after every balanced use */
+void fake_cuda_set_init_result(int result); /* what cuInit returns (default 0) */
+int fake_cuda_calls(const char* function);  /* calls made since the last reset */
+int fake_cuda_context_depth(void);          /* pushes minus pops: 0 after every balanced use */
 
 #ifdef __cplusplus
 }

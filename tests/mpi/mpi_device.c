@@ -27,8 +27,10 @@ static void fill(float* host, long n, int r, long offset) {
 /* A buffer of n floats, on the device or not, holding rank r's inputs (or zeros). */
 static float* buffer(int device, long n, int r, int zero) {
   float* h = malloc((size_t)n * sizeof(float));
-  if (zero) memset(h, 0, (size_t)n * sizeof(float));
-  else fill(h, n, r, 0);
+  if (zero)
+    memset(h, 0, (size_t)n * sizeof(float));
+  else
+    fill(h, n, r, 0);
   if (!device) return h;
   float* d = fake_cuda_device_alloc((size_t)n * sizeof(float));
   fake_cuda_device_write(d, h, (size_t)n * sizeof(float));
@@ -39,8 +41,10 @@ static float* buffer(int device, long n, int r, int zero) {
 /* Compares n floats at buf (device or host) with the sum over ranks from element `first`. */
 static void expect(const char* what, int device, const float* buf, long n, long first) {
   float* got = malloc((size_t)n * sizeof(float));
-  if (device) fake_cuda_device_read(got, buf, (size_t)n * sizeof(float));
-  else memcpy(got, buf, (size_t)n * sizeof(float));
+  if (device)
+    fake_cuda_device_read(got, buf, (size_t)n * sizeof(float));
+  else
+    memcpy(got, buf, (size_t)n * sizeof(float));
   long bad = 0;
   for (long i = 0; i < n; ++i) {
     float want = 0;

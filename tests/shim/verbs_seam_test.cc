@@ -107,7 +107,8 @@ TEST(VerbsSeam, NoGidForTheAddressIsNotFoundNamingIt) {
 }
 
 TEST(VerbsSeam, PayloadFollowsTheActiveMtu) {
-  for (auto [mtu, bytes] : {std::pair{IBV_MTU_1024, 992u}, std::pair{IBV_MTU_2048, 2016u}, std::pair{IBV_MTU_4096, 4064u}}) {
+  for (auto [mtu, bytes] :
+       {std::pair{IBV_MTU_1024, 992u}, std::pair{IBV_MTU_2048, 2016u}, std::pair{IBV_MTU_4096, 4064u}}) {
     FakeVerbs f = one_device(mtu);
     auto t = VerbsTransport::open(options(&f));
     ASSERT_TRUE(t.ok()) << t.status().to_string();
@@ -220,8 +221,7 @@ TEST(VerbsSeam, FailedPostsAndPollsFailTheTransport) {
     EXPECT_EQ((*t)->receive(out), 1u);
     f.fail("post_recv", ENOMEM);
     EXPECT_EQ((*t)->receive(out), 0u);  // the repost fails
-    EXPECT_NE((*t)->health().message().find("ibv_post_recv failed"), std::string::npos)
-        << (*t)->health().to_string();
+    EXPECT_NE((*t)->health().message().find("ibv_post_recv failed"), std::string::npos) << (*t)->health().to_string();
   }
   {
     FakeVerbs f = one_device();
@@ -285,9 +285,7 @@ TEST(VerbsSeam, TheCommunicatorFailsACallAtOnceOnAnUnusableTransport) {
     CommConfig c = shim::testing::base_config({svc.get()}, "breaks", static_cast<uint16_t>(r), 2, wire::Dtype::kFp32);
     c.op_timeout_ms = 60000;
     if (r == 0) {
-      c.wrap_transport = [](std::unique_ptr<Transport> t) {
-        return std::make_unique<BreakingTransport>(std::move(t));
-      };
+      c.wrap_transport = [](std::unique_ptr<Transport> t) { return std::make_unique<BreakingTransport>(std::move(t)); };
     }
     auto comm = Communicator::create(c);
     ASSERT_TRUE(comm.ok()) << comm.status().to_string();

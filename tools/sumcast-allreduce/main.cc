@@ -711,7 +711,8 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
     return;
   }
   if (o.verbose && report) {
-    std::fprintf(stderr, "sumcast-allreduce: rank %d: transport %s\n", rank, (*created)->transport().describe().c_str());
+    std::fprintf(stderr, "sumcast-allreduce: rank %d: transport %s\n", rank,
+                 (*created)->transport().describe().c_str());
   }
   run_sizes(o, **created, rank, report, sh);
   if (report) {  // also after a failure: the counters tell how it went

@@ -10,14 +10,14 @@ namespace sumcast::cuda {
 // Driver API values used here (from the CUDA driver API reference).
 namespace {
 constexpr int kSuccess = 0;
-constexpr int kErrorInvalidValue = 1;        // cuPointerGetAttribute: not memory CUDA knows: host memory
-constexpr int kAttributeContext = 1;         // CU_POINTER_ATTRIBUTE_CONTEXT
-constexpr int kAttributeMemoryType = 2;      // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-constexpr int kAttributeIsManaged = 8;       // CU_POINTER_ATTRIBUTE_IS_MANAGED
-constexpr unsigned kMemoryTypeDevice = 2;    // CU_MEMORYTYPE_DEVICE
-constexpr unsigned kHostAllocPortable = 1;   // CU_MEMHOSTALLOC_PORTABLE
-using DevicePtr = unsigned long long;        // CUdeviceptr on 64-bit hosts
-using Context = void*;                       // CUcontext
+constexpr int kErrorInvalidValue = 1;       // cuPointerGetAttribute: not memory CUDA knows: host memory
+constexpr int kAttributeContext = 1;        // CU_POINTER_ATTRIBUTE_CONTEXT
+constexpr int kAttributeMemoryType = 2;     // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int kAttributeIsManaged = 8;      // CU_POINTER_ATTRIBUTE_IS_MANAGED
+constexpr unsigned kMemoryTypeDevice = 2;   // CU_MEMORYTYPE_DEVICE
+constexpr unsigned kHostAllocPortable = 1;  // CU_MEMHOSTALLOC_PORTABLE
+using DevicePtr = unsigned long long;       // CUdeviceptr on 64-bit hosts
+using Context = void*;                      // CUcontext
 }  // namespace
 
 struct Driver::Api {

@@ -3,24 +3,24 @@
 // function with the arguments unchanged. Completion calls (MPI_Wait/Test families, MPI_Request_free,
 // MPI_Request_get_status) look for the interposer's own MPI_Iallreduce requests and complete
 // them; with none outstanding they cost one atomic load before PMPI.
-#include "mpi_lib.h"
+#include "calls.h"
 
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
-#include "calls.h"
+#include "mpi_lib.h"
 #include "runtime.h"
 
 namespace {
 
 using sumcast::Status;
-using sumcast::mpi::Handle;
-using sumcast::mpi::pmpi;
 using sumcast::mpi::CallKind;
 using sumcast::mpi::DeviceStaging;
+using sumcast::mpi::Handle;
 using sumcast::mpi::PassReason;
 using sumcast::mpi::Plan;
+using sumcast::mpi::pmpi;
 using sumcast::mpi::Runtime;
 
 // The runtime when MPI is initialized and not finalized (the interposer never acts outside).
@@ -96,8 +96,7 @@ void drive_until(Runtime& rt, int n, MPI_Request* reqs, std::vector<int>* ours, 
 
 namespace impl {
 
-int Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                                     MPI_Comm comm) {
+int Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   Runtime* rt = live_runtime();
   if (rt == nullptr) return pmpi.Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   const uint64_t t0 = Runtime::now_ns();
@@ -121,8 +120,8 @@ int Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dataty
   return rc;
 }
 
-int Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                                      MPI_Comm comm, MPI_Request* request) {
+int Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+               MPI_Request* request) {
   Runtime* rt = live_runtime();
   if (rt == nullptr) return pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
   const uint64_t t0 = Runtime::now_ns();
@@ -140,8 +139,8 @@ int Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
   return rc;
 }
 
-int Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
-                                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+int Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                         MPI_Comm comm) {
   Runtime* rt = live_runtime();
   if (rt == nullptr) return pmpi.Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
   const uint64_t t0 = Runtime::now_ns();
@@ -152,9 +151,9 @@ int Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
   const int64_t total = inter != 0 ? 0 : static_cast<int64_t>(recvcount) * size;
   Plan plan;
   PassReason why = inter != 0 ? PassReason::kComm : PassReason::kDisabled;
-  const bool take =
-      inter == 0 && rt->plan(CallKind::kReduceScatterBlock, total, datatype, op, comm, true, &plan, &why) &&
-      device_allowed(*rt, comm, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, &why);
+  const bool take = inter == 0 &&
+                    rt->plan(CallKind::kReduceScatterBlock, total, datatype, op, comm, true, &plan, &why) &&
+                    device_allowed(*rt, comm, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, &why);
   rt->check_decision(comm, CallKind::kReduceScatterBlock, total, take);
   if (take) {
     // The appliance returns every chunk to every member: all-reduce the whole buffer, keep our block.
@@ -266,8 +265,7 @@ int Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status
   return rc;
 }
 
-int Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-                                    MPI_Status statuses[]) {
+int Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
   Runtime* rt = incount > 0 ? runtime_with_requests() : nullptr;
   if (rt == nullptr) return pmpi.Waitsome(incount, requests, outcount, indices, statuses);
   const std::vector<MPI_Request> before(requests, requests + incount);
@@ -284,8 +282,7 @@ int Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
   return rc;
 }
 
-int Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-                                    MPI_Status statuses[]) {
+int Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
   Runtime* rt = incount > 0 ? runtime_with_requests() : nullptr;
   if (rt == nullptr) return pmpi.Testsome(incount, requests, outcount, indices, statuses);
   const std::vector<MPI_Request> before(requests, requests + incount);

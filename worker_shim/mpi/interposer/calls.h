@@ -20,28 +20,27 @@ using Handle = uintptr_t;  // MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request by val
 
 // X(name, parameters, arguments) for each exported MPI_<name>: the version script
 // (libsumcast_mpi.map) and tests/mpi/mpi_symbols_test.sh list the same names.
-#define SUMCAST_MPI_INTERPOSED(X)                                                                              \
-  X(Allreduce, (const void* send, void* recv, int count, Handle type, Handle op, Handle comm),                \
-    (send, recv, count, type, op, comm))                                                                       \
-  X(Iallreduce, (const void* send, void* recv, int count, Handle type, Handle op, Handle comm, void* request), \
-    (send, recv, count, type, op, comm, request))                                                              \
-  X(Reduce_scatter_block, (const void* send, void* recv, int count, Handle type, Handle op, Handle comm),     \
-    (send, recv, count, type, op, comm))                                                                       \
-  X(Wait, (void* request, void* status), (request, status))                                                    \
-  X(Test, (void* request, int* flag, void* status), (request, flag, status))                                   \
-  X(Waitall, (int count, void* requests, void* statuses), (count, requests, statuses))                         \
-  X(Testall, (int count, void* requests, int* flag, void* statuses), (count, requests, flag, statuses))        \
-  X(Waitany, (int count, void* requests, int* index, void* status), (count, requests, index, status))          \
-  X(Testany, (int count, void* requests, int* index, int* flag, void* status),                                 \
-    (count, requests, index, flag, status))                                                                    \
-  X(Waitsome, (int count, void* requests, int* outcount, int* indices, void* statuses),                        \
-    (count, requests, outcount, indices, statuses))                                                            \
-  X(Testsome, (int count, void* requests, int* outcount, int* indices, void* statuses),                        \
-    (count, requests, outcount, indices, statuses))                                                            \
-  X(Request_get_status, (Handle request, int* flag, void* status), (request, flag, status))                    \
-  X(Request_free, (void* request), (request))                                                                  \
-  X(Comm_free, (void* comm), (comm))                                                                           \
-  X(Comm_disconnect, (void* comm), (comm))                                                                     \
+#define SUMCAST_MPI_INTERPOSED(X)                                                                                      \
+  X(Allreduce, (const void* send, void* recv, int count, Handle type, Handle op, Handle comm),                         \
+    (send, recv, count, type, op, comm))                                                                               \
+  X(Iallreduce, (const void* send, void* recv, int count, Handle type, Handle op, Handle comm, void* request),         \
+    (send, recv, count, type, op, comm, request))                                                                      \
+  X(Reduce_scatter_block, (const void* send, void* recv, int count, Handle type, Handle op, Handle comm),              \
+    (send, recv, count, type, op, comm))                                                                               \
+  X(Wait, (void* request, void* status), (request, status))                                                            \
+  X(Test, (void* request, int* flag, void* status), (request, flag, status))                                           \
+  X(Waitall, (int count, void* requests, void* statuses), (count, requests, statuses))                                 \
+  X(Testall, (int count, void* requests, int* flag, void* statuses), (count, requests, flag, statuses))                \
+  X(Waitany, (int count, void* requests, int* index, void* status), (count, requests, index, status))                  \
+  X(Testany, (int count, void* requests, int* index, int* flag, void* status), (count, requests, index, flag, status)) \
+  X(Waitsome, (int count, void* requests, int* outcount, int* indices, void* statuses),                                \
+    (count, requests, outcount, indices, statuses))                                                                    \
+  X(Testsome, (int count, void* requests, int* outcount, int* indices, void* statuses),                                \
+    (count, requests, outcount, indices, statuses))                                                                    \
+  X(Request_get_status, (Handle request, int* flag, void* status), (request, flag, status))                            \
+  X(Request_free, (void* request), (request))                                                                          \
+  X(Comm_free, (void* comm), (comm))                                                                                   \
+  X(Comm_disconnect, (void* comm), (comm))                                                                             \
   X(Finalize, (void), ())
 
 // The interposer's implementation of each (calls.cc): only called when the process's MPI library

@@ -8,20 +8,20 @@ using sumcast::mpi::Handle;
 
 #define SUMCAST_MPI_EXPORT extern "C" __attribute__((visibility("default")))
 
-#define SUMCAST_MPI_ENTRY(name, params, args)                                        \
-  SUMCAST_MPI_EXPORT int MPI_##name params {                                         \
-    using sumcast::mpi::Binding;                                                     \
-    switch (sumcast::mpi::binding()) {                                               \
-      case Binding::kNative:                                                         \
-        return sumcast::mpi::calls::name args;                                       \
-      case Binding::kForeign:                                                        \
-        if (sumcast::mpi::forward_table().name != nullptr) {                         \
-          return sumcast::mpi::forward_table().name args;                            \
-        }                                                                            \
-        break;                                                                       \
-      case Binding::kNone:                                                           \
-        break;                                                                       \
-    }                                                                                \
-    return sumcast::mpi::no_mpi_library(#name);                                      \
+#define SUMCAST_MPI_ENTRY(name, params, args)                \
+  SUMCAST_MPI_EXPORT int MPI_##name params {                 \
+    using sumcast::mpi::Binding;                             \
+    switch (sumcast::mpi::binding()) {                       \
+      case Binding::kNative:                                 \
+        return sumcast::mpi::calls::name args;               \
+      case Binding::kForeign:                                \
+        if (sumcast::mpi::forward_table().name != nullptr) { \
+          return sumcast::mpi::forward_table().name args;    \
+        }                                                    \
+        break;                                               \
+      case Binding::kNone:                                   \
+        break;                                               \
+    }                                                        \
+    return sumcast::mpi::no_mpi_library(#name);              \
   }
 SUMCAST_MPI_INTERPOSED(SUMCAST_MPI_ENTRY)

@@ -13,14 +13,13 @@
 // Thread safety: one thread at a time (MPI's rule for collectives on one communicator).
 #pragma once
 
-#include "mpi_lib.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "mpi_lib.h"
 #include "sumcast/mpi/async_engine.h"
 #include "sumcast/mpi/local_reduce.h"
 #include "sumcast/status.h"

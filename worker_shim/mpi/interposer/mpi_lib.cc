@@ -99,7 +99,7 @@ State bind() {
   const bool is_open_mpi = dlsym(lib.handle, "ompi_mpi_comm_world") != nullptr;
   std::string missing;
   if (is_open_mpi == kBuiltForOpenMpi) {
-#define SUMCAST_PMPI_RESOLVE(name)                                                               \
+#define SUMCAST_PMPI_RESOLVE(name)                                                     \
   pmpi.name = reinterpret_cast<decltype(pmpi.name)>(dlsym(lib.handle, "PMPI_" #name)); \
   if (pmpi.name == nullptr && missing.empty()) missing = "PMPI_" #name;
     SUMCAST_PMPI_FUNCTIONS(SUMCAST_PMPI_RESOLVE)
@@ -144,8 +144,7 @@ const ForwardTable& forward_table() { return state().forward; }
 int no_mpi_library(const char* function) {
   static std::atomic<bool> printed{false};
   if (!printed.exchange(true)) {
-    std::fprintf(stderr, "sumcast-mpi: ERROR: MPI_%s called, but no MPI library is loaded in this process\n",
-                 function);
+    std::fprintf(stderr, "sumcast-mpi: ERROR: MPI_%s called, but no MPI library is loaded in this process\n", function);
     std::fflush(stderr);
   }
   return MPI_ERR_OTHER;

@@ -18,15 +18,55 @@
 
 namespace sumcast::mpi {
 
-#define SUMCAST_PMPI_FUNCTIONS(X)                                                                             \
-  X(Abort) X(Allreduce) X(Barrier) X(Bcast) X(Comm_call_errhandler) X(Comm_create_keyval) X(Comm_disconnect) \
-  X(Comm_free) X(Comm_get_attr) X(Comm_rank) X(Comm_set_attr) X(Comm_set_errhandler) X(Comm_size)           \
-  X(Comm_split) X(Comm_split_type) X(Comm_test_inter) X(Error_string) X(Finalize) X(Finalized)               \
-  X(Grequest_complete) X(Grequest_start) X(Iallreduce) X(Info_create) X(Info_free) X(Info_set)               \
-  X(Initialized) X(Reduce) X(Reduce_scatter_block) X(Request_free) X(Request_get_status)                     \
-  X(Status_set_cancelled) X(Status_set_elements) X(Test) X(Testall) X(Testany) X(Testsome) X(Type_size)      \
-  X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Win_allocate_shared) X(Win_free) X(Win_lock_all)             \
-  X(Win_set_errhandler) X(Win_shared_query) X(Win_sync) X(Win_unlock_all)
+#define SUMCAST_PMPI_FUNCTIONS(X) \
+  X(Abort)                        \
+  X(Allreduce)                    \
+  X(Barrier)                      \
+  X(Bcast)                        \
+  X(Comm_call_errhandler)         \
+  X(Comm_create_keyval)           \
+  X(Comm_disconnect)              \
+  X(Comm_free)                    \
+  X(Comm_get_attr)                \
+  X(Comm_rank)                    \
+  X(Comm_set_attr)                \
+  X(Comm_set_errhandler)          \
+  X(Comm_size)                    \
+  X(Comm_split)                   \
+  X(Comm_split_type)              \
+  X(Comm_test_inter)              \
+  X(Error_string)                 \
+  X(Finalize)                     \
+  X(Finalized)                    \
+  X(Grequest_complete)            \
+  X(Grequest_start)               \
+  X(Iallreduce)                   \
+  X(Info_create)                  \
+  X(Info_free)                    \
+  X(Info_set)                     \
+  X(Initialized)                  \
+  X(Reduce)                       \
+  X(Reduce_scatter_block)         \
+  X(Request_free)                 \
+  X(Request_get_status)           \
+  X(Status_set_cancelled)         \
+  X(Status_set_elements)          \
+  X(Test)                         \
+  X(Testall)                      \
+  X(Testany)                      \
+  X(Testsome)                     \
+  X(Type_size)                    \
+  X(Wait)                         \
+  X(Waitall)                      \
+  X(Waitany)                      \
+  X(Waitsome)                     \
+  X(Win_allocate_shared)          \
+  X(Win_free)                     \
+  X(Win_lock_all)                 \
+  X(Win_set_errhandler)           \
+  X(Win_shared_query)             \
+  X(Win_sync)                     \
+  X(Win_unlock_all)
 
 // PMPI_<name> of the process's MPI library, with this flavour's types. Filled before any
 // interposer code runs with binding() == Binding::kNative (calls.h); never changed afterwards.
@@ -47,9 +87,9 @@ void* mpi_object(const char* symbol);
 // Each use site looks its handle up once (a function-local static; thread-safe), after the
 // binding: every use is inside an interposed call.
 #undef OMPI_PREDEFINED_GLOBAL
-#define OMPI_PREDEFINED_GLOBAL(type, global)                                  \
-  (static_cast<type>([]() -> void* {                                          \
+#define OMPI_PREDEFINED_GLOBAL(type, global)                                 \
+  (static_cast<type>([]() -> void* {                                         \
     static void* const sumcast_handle = ::sumcast::mpi::mpi_object(#global); \
-    return sumcast_handle;                                                    \
+    return sumcast_handle;                                                   \
   }()))
 #endif

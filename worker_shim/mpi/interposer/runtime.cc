@@ -378,8 +378,10 @@ const cuda::Driver* Runtime::cuda_driver() {
 }
 
 void Runtime::warn_cuda(const std::string& why) {
-  std::fprintf(stderr, "sumcast-mpi: WARNING: the CUDA driver is loaded but unusable (%s): buffers are taken as host "
-               "memory\n", why.c_str());
+  std::fprintf(stderr,
+               "sumcast-mpi: WARNING: the CUDA driver is loaded but unusable (%s): buffers are taken as host "
+               "memory\n",
+               why.c_str());
   std::fflush(stderr);
 }
 
@@ -547,7 +549,7 @@ size_t Runtime::drive(int n, const MPI_Request* reqs, std::vector<int>* ours) {
       }
       stats_.staged(r.staging->counters().bytes_to_host + r.staging->counters().bytes_to_device - before +
                     r.bytes);  // the copy in at the start, the copy out now
-      r.staging.reset();  // its host buffers are not needed any more
+      r.staging.reset();       // its host buffers are not needed any more
     }
     stats_.taken(CallKind::kIallreduce, r.bytes, now_ns() - r.start_ns, false);
     pmpi.Grequest_complete(reqs[i]);

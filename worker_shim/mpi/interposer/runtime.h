@@ -11,8 +11,6 @@
 // communicator are ordered by the program (MPI's rule), global state is under mu_.
 #pragma once
 
-#include "mpi_lib.h"
-
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -23,6 +21,7 @@
 #include <vector>
 
 #include "intranode.h"
+#include "mpi_lib.h"
 #include "sumcast/cuda/driver.h"
 #include "sumcast/mpi/async_engine.h"
 #include "sumcast/mpi/device_staging.h"
@@ -111,7 +110,7 @@ class Runtime {
     MPI_Comm comm = MPI_COMM_NULL;
     uint64_t start_ns = 0;
     uint64_t bytes = 0;
-    bool completed = false;  // MPI_Grequest_complete called
+    bool completed = false;                  // MPI_Grequest_complete called
     std::unique_ptr<DeviceStaging> staging;  // set when the call's buffers are device memory
     DeviceStaging::Buffers staged;
     void* greq = nullptr;  // the generalized request's extra state (alive until MPI frees it)

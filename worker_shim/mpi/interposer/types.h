@@ -3,11 +3,10 @@
 // op, so a decision made from them is the same on every rank.
 #pragma once
 
-#include "mpi_lib.h"
-
 #include <cstddef>
 #include <optional>
 
+#include "mpi_lib.h"
 #include "sumcast/wire/format.h"
 
 namespace sumcast::mpi {

@@ -32,8 +32,8 @@ Result<void*> DeviceStaging::host(int which, size_t bytes, const void* device) {
   }
   void* p = std::malloc(want);
   if (p == nullptr) {
-    return Status::unavailable("staging a device buffer: no " + std::to_string(want) +
-                                      " bytes of host memory (" + pinned.status().message() + ")");
+    return Status::unavailable("staging a device buffer: no " + std::to_string(want) + " bytes of host memory (" +
+                               pinned.status().message() + ")");
   }
   ++counters_.pageable_fallbacks;
   h = Host{p, want, false};

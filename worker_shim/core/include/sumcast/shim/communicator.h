@@ -104,8 +104,8 @@ struct CommConfig {
   // grant it fails create().
   bool deterministic = false;
   TransportKind transport = TransportKind::kUdp;
-  std::string rdma_device;  // verbs: device name; "": the one whose GID table holds bind_ip
-  std::string rdma_interface;  // verbs: network interface whose RoCEv2 GID to use (a VLAN's); "": any
+  std::string rdma_device;        // verbs: device name; "": the one whose GID table holds bind_ip
+  std::string rdma_interface;     // verbs: network interface whose RoCEv2 GID to use (a VLAN's); "": any
   bool payload_explicit = false;  // payload_bytes was chosen by the user (verbs: refused if the MTU is smaller)
   VerbsOps* verbs_ops = nullptr;  // verbs test seam (verbs_ops.h); nullptr: rdma-core
   // Test seam: when set, the communicator's transport is passed through this (a decorator that

@@ -8,8 +8,8 @@
 // GID is the RoCEv2 GID of bind_ip (on `interface` when given: a VLAN interface's GID carries the
 // VLAN); describe() says which GID, MTU and payload were chosen. A completion error, a failed
 // post or poll makes health() report the error with the QP's state, and the communicator fails
-// every pending call at once. Limits, as docs/protocol.md "Known gaps" 2 says: the NIC picks the
-// UDP source port of what the QP sends, which today's appliance source check rejects. One QP
+// every pending call at once. Limits: the NIC picks the UDP source port of what the QP sends,
+// which the appliance's source check must accept. One QP
 // carries one Q_Key, so all peers of one transport must share it (one appliance per
 // communicator, in practice). Every ibverbs call goes through VerbsOps (verbs_ops.h): tested
 // against a scripted fake, verified on no RDMA NIC.
@@ -28,15 +28,15 @@ namespace sumcast::shim {
 class VerbsOps;
 
 struct VerbsTransportOptions {
-  std::string device;           // RDMA device name ("mlx5_0"); "": the first with bind_ip in its GID table
-  uint8_t port = 1;             // device port
-  uint32_t bind_ip = 0;         // our IPv4 (host order): selects the RoCEv2 GID; required
-  std::string interface;        // network interface whose GID to use ("eth0.100"); "": any with bind_ip
-  uint32_t send_depth = 512;    // send queue entries (and send buffers)
-  uint32_t recv_depth = 1024;   // posted receive buffers
-  uint32_t max_payload = 0;     // largest payload per message wanted; 0: what the port's MTU allows
+  std::string device;             // RDMA device name ("mlx5_0"); "": the first with bind_ip in its GID table
+  uint8_t port = 1;               // device port
+  uint32_t bind_ip = 0;           // our IPv4 (host order): selects the RoCEv2 GID; required
+  std::string interface;          // network interface whose GID to use ("eth0.100"); "": any with bind_ip
+  uint32_t send_depth = 512;      // send queue entries (and send buffers)
+  uint32_t recv_depth = 1024;     // posted receive buffers
+  uint32_t max_payload = 0;       // largest payload per message wanted; 0: what the port's MTU allows
   bool payload_explicit = false;  // max_payload was set by the user: refuse it if it does not fit
-  VerbsOps* ops = nullptr;      // test seam: the ibverbs calls (nullptr: rdma-core)
+  VerbsOps* ops = nullptr;        // test seam: the ibverbs calls (nullptr: rdma-core)
 };
 
 // True when this build has the verbs transport (libibverbs was found).

@@ -38,22 +38,22 @@ struct MpiConfig {
   std::string token_file;                          // SUMCAST_MPI_TOKEN_FILE as given
   uint64_t threshold_bytes = 64 << 10;             // SUMCAST_MPI_THRESHOLD: smaller calls go to MPI
   uint32_t calls = call_bit(CallKind::kAllreduce) | call_bit(CallKind::kIallreduce);  // SUMCAST_MPI_CALLS
-  std::string bind;                      // SUMCAST_MPI_BIND: IPv4 or interface name; "": route to appliance
-  bool intranode = true;                 // SUMCAST_MPI_INTRANODE: shared-memory reduction among a host's ranks
-  uint64_t shm_bytes = 4 << 20;          // SUMCAST_MPI_SHM_BYTES: piece size of the intra-node pipeline
-  bool progress_thread = true;           // SUMCAST_MPI_PROGRESS_THREAD
-  int stats = 0;                         // SUMCAST_MPI_STATS: 0 off, 1 summary at MPI_Finalize, 2 also per rank
-  std::string job_prefix = "mpi";        // SUMCAST_MPI_JOB: prefix of the appliance job names
-  uint32_t payload_bytes = 1024;         // SUMCAST_MPI_PAYLOAD
-  uint32_t slots = 0;                    // SUMCAST_MPI_SLOTS (0: the appliance's default)
-  uint32_t rto_us = 5000;                // SUMCAST_MPI_RTO_US
-  uint32_t retries = 0;                  // SUMCAST_MPI_RETRIES (0: unlimited, bounded by op_timeout_ms)
-  uint32_t op_timeout_ms = 30000;        // SUMCAST_MPI_OP_TIMEOUT_MS
-  uint32_t connect_timeout_ms = 5000;    // SUMCAST_MPI_CONNECT_TIMEOUT_MS
-  uint32_t register_timeout_ms = 30000;  // SUMCAST_MPI_REGISTER_TIMEOUT_MS
-  bool verbose = false;                  // SUMCAST_MPI_VERBOSE: one line per communicator set up
-  bool check = false;                    // SUMCAST_MPI_CHECK: ranks compare every decision (debugging)
-  bool device_stage = true;              // SUMCAST_MPI_DEVICE_BUFFERS: stage (true) or mpi
+  std::string bind;                          // SUMCAST_MPI_BIND: IPv4 or interface name; "": route to appliance
+  bool intranode = true;                     // SUMCAST_MPI_INTRANODE: shared-memory reduction among a host's ranks
+  uint64_t shm_bytes = 4 << 20;              // SUMCAST_MPI_SHM_BYTES: piece size of the intra-node pipeline
+  bool progress_thread = true;               // SUMCAST_MPI_PROGRESS_THREAD
+  int stats = 0;                             // SUMCAST_MPI_STATS: 0 off, 1 summary at MPI_Finalize, 2 also per rank
+  std::string job_prefix = "mpi";            // SUMCAST_MPI_JOB: prefix of the appliance job names
+  uint32_t payload_bytes = 1024;             // SUMCAST_MPI_PAYLOAD
+  uint32_t slots = 0;                        // SUMCAST_MPI_SLOTS (0: the appliance's default)
+  uint32_t rto_us = 5000;                    // SUMCAST_MPI_RTO_US
+  uint32_t retries = 0;                      // SUMCAST_MPI_RETRIES (0: unlimited, bounded by op_timeout_ms)
+  uint32_t op_timeout_ms = 30000;            // SUMCAST_MPI_OP_TIMEOUT_MS
+  uint32_t connect_timeout_ms = 5000;        // SUMCAST_MPI_CONNECT_TIMEOUT_MS
+  uint32_t register_timeout_ms = 30000;      // SUMCAST_MPI_REGISTER_TIMEOUT_MS
+  bool verbose = false;                      // SUMCAST_MPI_VERBOSE: one line per communicator set up
+  bool check = false;                        // SUMCAST_MPI_CHECK: ranks compare every decision (debugging)
+  bool device_stage = true;                  // SUMCAST_MPI_DEVICE_BUFFERS: stage (true) or mpi
   std::string cuda_driver = "libcuda.so.1";  // SUMCAST_MPI_CUDA_DRIVER
 };
 
