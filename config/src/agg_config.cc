@@ -258,6 +258,17 @@ class Parser {
         bool_field("multicast", &dp.multicast),
         string_field("multicast_group", &dp.multicast_group, true),
         int_field("mbufs", &dp.mbufs, 1023, 1048575),
+        {"idle_poll",
+         [this, &dp](const Setting& s, const std::string& path) -> Status {
+           std::string value;
+           SUMCAST_RETURN_IF_ERROR(read_string(s, path, &value));
+           if (value != "busy" && value != "adaptive") {
+             return error(s, path, in_quotes(value) + " is not one of \"busy\", \"adaptive\"");
+           }
+           dp.idle_adaptive = value == "adaptive";
+           return {};
+         }},
+        int_field("idle_sleep_us", &dp.idle_sleep_us, 1, 10000),
     };
   }
 

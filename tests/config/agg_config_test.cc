@@ -46,6 +46,8 @@ TEST(AggConfigParse, AlmostEmptyFileTakesEveryDefault) {
   EXPECT_EQ(c.port.tx_desc, 1024);
   EXPECT_EQ(c.dataplane.worker_cores, 1u);
   EXPECT_EQ(c.dataplane.burst_size, 32u);
+  EXPECT_FALSE(c.dataplane.idle_adaptive);
+  EXPECT_EQ(c.dataplane.idle_sleep_us, 100u);
   EXPECT_EQ(c.dataplane.slots_per_job, 128u);
   EXPECT_EQ(c.dataplane.max_jobs, 16u);
   EXPECT_EQ(c.dataplane.max_ranks, 64u);
@@ -95,6 +97,8 @@ port = {
 dataplane = {
   worker_cores = 4;
   burst_size = 64;
+  idle_poll = "adaptive";
+  idle_sleep_us = 250;
   slots_per_job = 512;
   max_jobs = 8;
   max_ranks = 16;
@@ -138,6 +142,8 @@ telemetry = {
   EXPECT_EQ(c.port.tx_desc, 256);
   EXPECT_EQ(c.dataplane.worker_cores, 4u);
   EXPECT_EQ(c.dataplane.burst_size, 64u);
+  EXPECT_TRUE(c.dataplane.idle_adaptive);
+  EXPECT_EQ(c.dataplane.idle_sleep_us, 250u);
   EXPECT_EQ(c.dataplane.slots_per_job, 512u);
   EXPECT_EQ(c.dataplane.max_jobs, 8u);
   EXPECT_EQ(c.dataplane.max_ranks, 16u);
@@ -176,6 +182,7 @@ constexpr IntKey kIntKeys[] = {
     {"port", "tx_desc", 64, 16384},
     {"dataplane", "worker_cores", 1, 64},
     {"dataplane", "burst_size", 1, 512},
+    {"dataplane", "idle_sleep_us", 1, 10000},
     {"dataplane", "slots_per_job", 1, 65535},
     {"dataplane", "max_jobs", 1, 4096},
     {"dataplane", "max_ranks", 2, 4096},
@@ -325,6 +332,8 @@ std::vector<BadFile> bad_files() {
        "eal.file_prefix: \"../x\" must not contain '/'"},
       {"bad huge_pages", config_text({{"eal", "huge_pages = \"yes\";"}}), "huge_pages",
        "eal.huge_pages: \"yes\" is not one of \"auto\", \"on\", \"off\""},
+      {"bad idle_poll", config_text({{"dataplane", "idle_poll = \"lazy\";"}}), "idle_poll",
+       "dataplane.idle_poll: \"lazy\" is not one of \"busy\", \"adaptive\""},
       {"huge_pages given a boolean", config_text({{"eal", "huge_pages = true;"}}), "huge_pages",
        "eal.huge_pages: expected a string, got a boolean"},
       {"bad dtype name", config_text({{"dataplane", "dtypes = [ \"fp32\",\n    \"fp8\" ];"}}), "\"fp8\"",

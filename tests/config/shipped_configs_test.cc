@@ -47,6 +47,8 @@ const std::vector<std::string> kAllKeys = {
     "dataplane.multicast",
     "dataplane.multicast_group",
     "dataplane.mbufs",
+    "dataplane.idle_poll",
+    "dataplane.idle_sleep_us",
     "control.listen_address",
     "control.port",
     "control.token_file",
@@ -133,6 +135,8 @@ TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
   EXPECT_EQ(c.port.tx_desc, defaults.port.tx_desc);
   EXPECT_EQ(c.dataplane.worker_cores, defaults.dataplane.worker_cores);
   EXPECT_EQ(c.dataplane.burst_size, defaults.dataplane.burst_size);
+  EXPECT_EQ(c.dataplane.idle_adaptive, defaults.dataplane.idle_adaptive);
+  EXPECT_EQ(c.dataplane.idle_sleep_us, defaults.dataplane.idle_sleep_us);
   EXPECT_EQ(c.dataplane.slots_per_job, defaults.dataplane.slots_per_job);
   EXPECT_EQ(c.dataplane.max_jobs, defaults.dataplane.max_jobs);
   EXPECT_EQ(c.dataplane.max_ranks, defaults.dataplane.max_ranks);

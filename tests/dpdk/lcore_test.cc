@@ -313,6 +313,25 @@ TEST(PortOffloadTest, PortWithoutRteFlowFallsBackToSoftwareDispatch) {
   EXPECT_NE(info.plan.reason.find("rte_flow_validate refused"), std::string::npos) << info.plan.reason;
 }
 
+// dataplane.idle_poll = "adaptive": full speed while polls find work and for
+// kIdlePollsBeforeSleep empty polls after, then sleeps of 1, 2, 4, ... us up to the limit; any
+// work returns to full speed at once.
+TEST(IdleBackoffTest, SleepsOnlyAfterARunOfEmptyPollsAndDoublesToTheLimit) {
+  IdleBackoff b(10);
+  for (uint32_t i = 1; i < kIdlePollsBeforeSleep; ++i) ASSERT_EQ(b.after_poll(false), 0u) << i;
+  EXPECT_EQ(b.after_poll(false), 1u);
+  EXPECT_EQ(b.after_poll(false), 2u);
+  EXPECT_EQ(b.after_poll(false), 4u);
+  EXPECT_EQ(b.after_poll(false), 8u);
+  EXPECT_EQ(b.after_poll(false), 10u);
+  EXPECT_EQ(b.after_poll(false), 10u);
+  EXPECT_EQ(b.after_poll(true), 0u);  // work: full speed again, and a new run of empty polls
+  for (uint32_t i = 1; i < kIdlePollsBeforeSleep; ++i) ASSERT_EQ(b.after_poll(false), 0u) << i;
+  EXPECT_EQ(b.after_poll(false), 1u);
+  for (uint32_t i = 0; i < 100; ++i) b.after_poll(i % 7 == 0);  // work now and then: never a long sleep
+  EXPECT_EQ(b.after_poll(false), 0u);
+}
+
 TEST(DpdkTxSinkTest, SubmitOfAForeignBufferSendsNothingAndIsCounted) {
   Port* port = test_port();
   ASSERT_NE(port, nullptr);

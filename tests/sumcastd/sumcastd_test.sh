@@ -6,12 +6,16 @@
 # give exact sums; sumcastctl stats/jobs show exactly the traffic the workers made; SIGTERM stops
 # it cleanly (exit 0, counters summary).
 #
-# usage: sumcastd_test.sh SUMCASTD SUMCASTCTL TEST_WORKER [af_packet|af_xdp] [WORKER_CORES]
+# With IDLE_POLL "adaptive" (dataplane.idle_poll): also, before the job, the idle appliance uses
+# less than a quarter of a CPU over a one-second window (a busy-polling lcore takes all of one)
+# and counts its sleeps; the job then runs exactly as with busy polling.
+#
+# usage: sumcastd_test.sh SUMCASTD SUMCASTCTL TEST_WORKER [af_packet|af_xdp] [WORKER_CORES] [IDLE_POLL]
 # Exit 77 (skipped) when not root.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
-sumcastd=$1 sumcastctl=$2 worker=$3 pmd=${4:-af_packet} cores=${5:-1}
+sumcastd=$1 sumcastctl=$2 worker=$3 pmd=${4:-af_packet} cores=${5:-1} idle_poll=${6:-busy}
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (network namespaces)"; exit 77; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../../tools/testbed/testbed.sh
@@ -42,7 +46,7 @@ tb_up $N
 trap cleanup EXIT  # after tb_up, which sets its own EXIT trap; ours calls tb_down too
 tb_token "$work/token"
 TB_HUGE=off tb_agg_conf "$work/agg.conf" "$work/token" "$pmd"
-sed -i "s/worker_cores = 1;/worker_cores = $cores;/" "$work/agg.conf"
+sed -i "s/worker_cores = 1;/worker_cores = $cores;\n  idle_poll = \"$idle_poll\";/" "$work/agg.conf"
 if [ "$cores" -gt 1 ]; then
   # Main lcore plus $cores engine lcores on 2 CPUs: the engines share CPU 1 and CPU 0.
   lc="0@0"; for ((c = 1; c <= cores; c++)); do lc="$lc,$c@$((c % 2))"; done
@@ -66,6 +70,23 @@ until tb_exec w0 ip neigh show "$TB_APP_IP" | grep -q "lladdr $app_mac"; do
   tb_exec w0 ping -c1 -W1 -q "$TB_APP_IP" >/dev/null 2>&1 || true  # resolves; no ICMP answer
 done
 echo "ARP: $TB_APP_IP is at $app_mac"
+
+if [ "$idle_poll" = adaptive ]; then
+  grep -q "idle poll adaptive" "$work/sumcastd.log" || fail "the log does not say the idle poll is adaptive"
+  # CPU time of the idle appliance (every thread: the lcores and the control thread) over a
+  # one-second measurement window, from /proc (utime + stime, in clock ticks).
+  cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+  hz=$(getconf CLK_TCK)
+  t0=$(cpu_ticks) w0=$(date +%s%N)
+  read -rt 1 <> <(:) || true  # the window itself (a measurement, not a wait for anything)
+  t1=$(cpu_ticks) w1=$(date +%s%N)
+  used=$(awk -v t=$((t1 - t0)) -v hz="$hz" -v ns=$((w1 - w0)) 'BEGIN { printf "%.3f", (t / hz) / (ns / 1e9) }')
+  echo "idle: sumcastd used $used CPU over $(( (w1 - w0) / 1000000 )) ms (busy polling: 1 CPU per engine lcore)"
+  awk -v u="$used" 'BEGIN { exit !(u < 0.25) }' || fail "the idle appliance used $used CPU, want < 0.25"
+  sleeps=$("$sumcastctl" --prefix "$TB_PREFIX" stats | awk '$1 == "idle_sleeps" { print $NF }')
+  [ "${sleeps:-0}" -gt 0 ] || fail "no idle sleep counted"
+  echo "idle: $sleeps sleeps counted"
+fi
 
 # --- 4 workers, one job.
 for ((i = 0; i < N; i++)); do

@@ -127,6 +127,8 @@ Status Appliance::start_impl() {
     core->tx_queue = static_cast<uint16_t>(i % pi.queues);
     core->burst_size = cfg.dataplane.burst_size;
     core->software_dispatch = pi.software_dispatch;
+    core->idle_adaptive = cfg.dataplane.idle_adaptive;
+    core->idle_sleep_us = cfg.dataplane.idle_sleep_us;
     core->stop = &stop_;
     int socket = static_cast<int>(rte_lcore_to_socket_id(workers[i]));
     if (socket < 0 || socket == SOCKET_ID_ANY) socket = pi.socket_id;
@@ -176,7 +178,10 @@ Status Appliance::start_impl() {
   }
   log("cores: " + std::to_string(n) + " worker lcore(s) [" + lcore_list(cores_) + "], main lcore " +
       std::to_string(rte_get_main_lcore()) + ", burst " + std::to_string(cfg.dataplane.burst_size) +
-      ", software dispatch " + (pi.software_dispatch ? "on" : "off") + (shared_tx ? ", tx queues shared" : ""));
+      ", software dispatch " + (pi.software_dispatch ? "on" : "off") + (shared_tx ? ", tx queues shared" : "") +
+      (cfg.dataplane.idle_adaptive
+           ? ", idle poll adaptive (sleeps up to " + std::to_string(cfg.dataplane.idle_sleep_us) + " us)"
+           : ", idle poll busy"));
   // The probe and the plan, once (docs/nic_offload.md; `sumcastctl port` shows the same).
   std::string caps_line;
   for (const auto& [key, value] : nic_offload::describe(pi.caps)) caps_line += " " + key + "=" + value;

@@ -1,5 +1,6 @@
 #include "sumcast/dpdk/lcore.h"
 
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_mbuf.h>
@@ -131,13 +132,16 @@ int run_lcore(void* arg) {
   const uint32_t burst = std::min(core.burst_size, kMaxBurst);
   const auto rx_queue = static_cast<uint16_t>(core.rx_queue);
   uint32_t iteration = 0;
+  IdleBackoff idle(core.idle_sleep_us);
   core.running.store(true, std::memory_order_release);
   while (!core.stop->load(std::memory_order_relaxed)) {
+    bool worked = false;
     if (core.rx_queue >= 0) {
       const uint16_t n = rte_eth_rx_burst(core.port_id, rx_queue, s.rx, static_cast<uint16_t>(burst));
       if (n > 0) {
         bump(core.counters.rx_bursts, 1);
         handle_rx(core, s, n);
+        worked = true;
       }
     }
     if (core.software_dispatch) {
@@ -146,12 +150,21 @@ int run_lcore(void* arg) {
         ring_acquire(core.dispatch_ring);
         bump(core.counters.dispatched_in, n);
         process_owned(core, s.rx, n, s.views);
+        worked = true;
       }
     }
     core.tx->poll();  // frames the tx queue refused earlier go out first
     if (++iteration == kControlInterval) {
       iteration = 0;
       drain_control(core);
+    }
+    if (core.idle_adaptive) {
+      const uint32_t sleep_us = idle.after_poll(worked || core.tx->backlog() != 0);
+      if (sleep_us != 0) {
+        drain_control(core);  // a job installed while the core sleeps waits at most one sleep
+        bump(core.counters.idle_sleeps, 1);
+        rte_delay_us_sleep(sleep_us);
+      }
     }
   }
   drain_control(core);

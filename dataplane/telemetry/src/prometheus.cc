@@ -34,6 +34,7 @@ constexpr Help kCoreHelp[] = {
     {"dispatched_in", "Frames received from other cores (software dispatch)."},
     {"dispatch_full", "Frames dropped because another core's dispatch ring was full."},
     {"control_msgs", "Control messages (job install/remove) the core executed."},
+    {"idle_sleeps", "Sleeps of the idle core (dataplane.idle_poll = adaptive)."},
     {"tx_deferred", "Frames the transmit queue refused once, kept in the core's backlog and retried."},
     {"tx_refused", "Frames freed unsent: the transmit queue refused them and the core's backlog was full."},
     {"tx_unsubmitted", "Transmit buffers acquired and never submitted."},

@@ -52,6 +52,8 @@ struct DataplaneConfig {
   bool multicast = false;  // dataplane.multicast: results by IPv4 multicast (per-member replication when false)
   std::string multicast_group = "239.255.77.0";  // dataplane.multicast_group: first group; job i uses base + i
   uint32_t mbufs = 16383;                        // dataplane.mbufs: mempool size, 1023..1048575
+  bool idle_adaptive = false;                    // dataplane.idle_poll: "busy" (false) or "adaptive"
+  uint32_t idle_sleep_us = 100;                  // dataplane.idle_sleep_us: longest idle sleep, 1..10000
 };
 
 struct ControlConfig {

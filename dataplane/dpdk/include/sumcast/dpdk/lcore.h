@@ -3,7 +3,9 @@
 // Loop (one fixed shape, DESIGN.md §4): rx burst -> software dispatch (frames whose slot another
 // core owns go to that core's dispatch ring; the owner drains its ring as another burst) ->
 // engine.process_burst -> free the rx mbufs -> retry the tx backlog (DpdkTxSink) -> every
-// kControlInterval iterations drain the control ring (add/remove job, acked back) -> stop flag.
+// kControlInterval iterations drain the control ring (add/remove job, acked back) -> stop flag;
+// with dataplane.idle_poll = "adaptive", an idle core sleeps between polls (IdleBackoff), and
+// drains the control ring before each sleep.
 //
 // Everything in a context is written by its lcore only, except: the dispatch ring (any core
 // enqueues, the owner dequeues), the control ring (the control thread enqueues) and the ack ring
@@ -13,6 +15,7 @@
 #include <rte_ring.h>
 #include <rte_spinlock.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -27,6 +30,34 @@ namespace sumcast::dpdk {
 
 // Iterations of the lcore loop between two looks at the control ring.
 inline constexpr uint32_t kControlInterval = 64;
+// dataplane.idle_poll = "adaptive": after this many polls in a row that found nothing to do, an
+// lcore sleeps between polls, 1 us at first, doubling up to dataplane.idle_sleep_us; the first
+// poll that finds work returns it to full speed. Like DPDK's power-aware examples, so that an
+// appliance sharing its host (test beds, spare cores of GPU hosts) gives the core back while no
+// job runs; dedicated appliances keep "busy" (the default): no added latency at all.
+inline constexpr uint32_t kIdlePollsBeforeSleep = 1024;
+
+// The back-off of an idle lcore (pure, so that it is unit-tested without DPDK).
+class IdleBackoff {
+ public:
+  explicit IdleBackoff(uint32_t max_sleep_us) : max_us_(max_sleep_us == 0 ? 1 : max_sleep_us) {}
+  // After a poll: did it find work? Returns how long to sleep now (0: poll again at once).
+  uint32_t after_poll(bool worked) {
+    if (worked) {
+      empty_ = 0;
+      sleep_us_ = 0;
+      return 0;
+    }
+    if (++empty_ < kIdlePollsBeforeSleep) return 0;
+    sleep_us_ = sleep_us_ == 0 ? 1 : std::min(max_us_, sleep_us_ * 2);
+    return sleep_us_;
+  }
+
+ private:
+  uint32_t max_us_;
+  uint32_t empty_ = 0;
+  uint32_t sleep_us_ = 0;
+};
 // Largest rx burst (dataplane.burst_size is at most this).
 inline constexpr uint32_t kMaxBurst = 512;
 // Size of the control and ack rings (power of two; a core has at most kControlRingSize - 1
@@ -53,6 +84,7 @@ struct alignas(64) PortCounters {
   std::atomic<uint64_t> dispatched_in{0};   // frames received from other cores
   std::atomic<uint64_t> dispatch_full{0};   // dropped: the owner's dispatch ring was full
   std::atomic<uint64_t> control_msgs{0};    // control messages handled
+  std::atomic<uint64_t> idle_sleeps{0};     // sleeps of an idle core (dataplane.idle_poll = "adaptive")
 };
 
 struct alignas(64) LcoreContext {
@@ -66,6 +98,8 @@ struct alignas(64) LcoreContext {
   uint16_t tx_queue = 0;
   uint32_t burst_size = 32;
   bool software_dispatch = false;
+  bool idle_adaptive = false;         // back off when idle (IdleBackoff) instead of polling at full speed
+  uint32_t idle_sleep_us = 100;       // the longest sleep of an idle core
   rte_ring* dispatch_ring = nullptr;  // MP/SC: frames other cores received for this core
   rte_ring* control_ring = nullptr;   // SP/SC: control thread -> lcore (ControlMsg*)
   rte_ring* ack_ring = nullptr;       // SP/SC: lcore -> control thread (ControlMsg*)
