@@ -81,6 +81,7 @@ struct Options {
   std::vector<uint64_t> counts;  // element counts to run, in order: --counts, else the doubling sweep
   int iters = 20;
   int warmup = 5;
+  uint32_t gap_us = 0;  // --gap-us: idle time before each timed call (not timed)
   bool check = false;
   bool in_place = false;
   bool json = false;
@@ -123,6 +124,8 @@ void usage(FILE* f) {
                "  --min-bytes B --max-bytes B  sizes, doubling (default 4 .. 64M; suffixes K, M, G)\n"
                "  --counts N,N,...           element counts to run, in this order, instead of the sweep\n"
                "  --iters N --warmup N       timed and untimed iterations per size (default 20, 5)\n"
+               "  --gap-us U                 idle time before each timed call, not timed (default 0):\n"
+               "                             the latency of a call that finds the appliance idle\n"
                "  --check                    verify every result exactly; count wrong elements (each\n"
                "                             iteration gets new inputs; an out-of-place receive buffer is\n"
                "                             poisoned before each call, so a result not written is wrong)\n"
@@ -303,6 +306,8 @@ int parse_args(int argc, char** argv, Options* o) {
       ok = parse_int(v, 1, 1000000, &n), o->iters = static_cast<int>(n);
     } else if (a == "--warmup") {
       ok = parse_int(v, 0, 1000000, &n), o->warmup = static_cast<int>(n);
+    } else if (a == "--gap-us") {
+      ok = parse_int(v, 0, 10000000, &n), o->gap_us = static_cast<uint32_t>(n);
     } else if (a == "--bind") {
       o->bind_ip = v;
     } else if (a == "--payload") {
@@ -771,6 +776,9 @@ void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shar
       } else if (o.check) {
         std::memset(recv.data(), 0xA5, count * es);  // poison: an element never written is wrong
       }
+      // The network and the appliance idle this long before the call (adaptive idle polling is
+      // then asleep when the call's first packet arrives): a pause, not a synchronisation.
+      if (o.gap_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.gap_us));
       const auto t0 = std::chrono::steady_clock::now();
       if (!one()) return;
       busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
