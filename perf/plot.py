@@ -87,21 +87,29 @@ def engine(rows, outdir):
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     for ax, (key, label) in zip(axes, (("ranks", "ranks (64 slots, 1 job)"), ("slots", "slots (8 ranks, 1 job)"),
                                         ("jobs", "jobs (8 ranks, 64 slots)"))):
-        pts = []
+        series = {"default": [], "deterministic": []}
         for k, r in rows.items():
             if not k.startswith("memory/") or not k.endswith("/fp32/payload:1024"):
                 continue
-            f = dict(part.split(":") for part in k.split("/")[1:4])
+            # memory/[deterministic/]ranks:R/slots:S/jobs:J/fp32/payload:B: only key:value parts
+            f = dict(part.split(":", 1) for part in k.split("/")[1:] if ":" in part)
+            mode = "deterministic" if "/deterministic/" in k else "default"
             others = {"ranks": ("slots", "64", "jobs", "1"), "slots": ("ranks", "8", "jobs", "1"),
                       "jobs": ("ranks", "8", "slots", "64")}[key]
-            if f[others[0]] == others[1] and f[others[2]] == others[3]:
-                pts.append((int(f[key]), r["bytes"] / 2**20))
-        pts.sort()
-        if not pts:
+            if key in f and f.get(others[0]) == others[1] and f.get(others[2]) == others[3]:
+                series[mode].append((int(f[key]), r["bytes"] / 2**20))
+        top = 0
+        for mode, pts in series.items():
+            if not pts:
+                continue
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=mode)
+            top = max(top, max(p[1] for p in pts))
+        if top == 0:
             continue
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-")
+        ax.legend(fontsize=8)
         ax.set_xscale("log", base=2)
-        ax.set_ylim(0, max(p[1] for p in pts) * 1.15)
+        ax.set_ylim(0, top * 1.15)
         ax.set_xlabel(label)
         ax.set_ylabel("appliance memory (MiB), 1 KiB fp32")
         ax.grid(alpha=0.3)
