@@ -36,6 +36,11 @@ Found object_of(void* address) {
   Dl_info info{};
   if (address == nullptr || dladdr(address, &info) == 0 || info.dli_fname == nullptr) return f;
   f.handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (f.handle == nullptr) {
+    // The executable itself (MPI linked statically and exported): its handle is dlopen(NULL).
+    void* self = dlopen(nullptr, RTLD_LAZY);
+    if (self != nullptr && dlsym(self, "PMPI_Init") == address) f.handle = self;
+  }
   if (f.handle != nullptr) f.path = info.dli_fname;
   return f;
 }
