@@ -236,6 +236,7 @@ class ImpairedTransport final : public Transport {
 
   Endpoint local_endpoint() const override { return inner_->local_endpoint(); }
   Result<uint32_t> add_peer(const PeerSpec& spec) override { return inner_->add_peer(spec); }
+  void leave_groups() override { inner_->leave_groups(); }
   size_t packet_capacity(size_t payload_len) const override { return inner_->packet_capacity(payload_len); }
   size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
                const uint8_t* payload) override {

@@ -39,6 +39,7 @@ std::string telemetry_safe_long(const std::string& s) {
   X(duplicates) \
   X(retransmits_answered) \
   X(results_sent) \
+  X(group_frames) \
   X(aborts_sent) \
   X(arp_replies) \
   X(jobs_active)
@@ -122,6 +123,20 @@ int handle_jobs(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(c, "running", j.running ? 1 : 0);
     rte_tel_data_add_dict_u64(c, "slots_completed", j.slots_completed);
     rte_tel_data_add_dict_u64(c, "ms_since_progress", j.ms_since_progress);
+    // Results by multicast: the group, and the job's frames to it and unicast answers, over cores.
+    uint64_t group_frames = 0, unicast_answers = 0;
+    for (const LcoreContext* core : g_source->cores) {
+      for (const engine::JobProgress& p : core->engine->progress()) {
+        if (j.running && p.job_id == j.job_id) {
+          group_frames += p.group_frames;
+          unicast_answers += p.unicast_answers;
+        }
+      }
+    }
+    rte_tel_data_add_dict_u64(c, "multicast", j.multicast ? 1 : 0);
+    rte_tel_data_add_dict_string(c, "multicast_group", j.multicast ? format_ipv4(j.multicast_ip).c_str() : "");
+    rte_tel_data_add_dict_u64(c, "group_frames", group_frames);
+    rte_tel_data_add_dict_u64(c, "unicast_answers", unicast_answers);
     add_container(d, "job" + std::to_string(j.job_id), c);
   }
   const control::ServerCounters s = g_source->server->counters();

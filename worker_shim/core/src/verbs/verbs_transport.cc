@@ -191,6 +191,10 @@ Endpoint VerbsTransport::local_endpoint() const {
 
 Result<uint32_t> VerbsTransport::add_peer(const PeerSpec& spec) {
   Impl& s = *impl_;
+  if (spec.group != 0) {
+    return Status::unavailable("verbs transport: results by multicast (group " + format_ipv4(spec.group) +
+                               ") need the QP attached to the group, which this transport does not do yet");
+  }
   if (s.qkey_set && spec.qkey != s.qkey) {
     return Status::invalid_argument("verbs transport: one QP has one Q_Key; peer " + format_ipv4(spec.ip) +
                                     " has another");

@@ -102,6 +102,11 @@ struct CommConfig {
   // whatever the arrival order and retransmissions. Same on every rank. An appliance that does not
   // grant it fails create().
   bool deterministic = false;
+  // Ask the appliances for results by IPv4 multicast: one frame per chunk to the job's group,
+  // which this rank joins on bind_ip's interface (and leaves when the communicator fails or is
+  // destroyed). Same on every rank. An appliance that does not allow it grants unicast results
+  // (ApplianceInfo::grant.multicast says which). UDP transport only.
+  bool multicast = false;
   TransportKind transport = TransportKind::kUdp;
   std::string rdma_device;  // verbs: device name; "": the one whose GID table holds bind_ip
   // Test seam: when set, the communicator's transport is passed through this (a decorator that

@@ -39,7 +39,10 @@ class VerbsTransport final : public Transport {
   VerbsTransport& operator=(const VerbsTransport&) = delete;
 
   Endpoint local_endpoint() const override;
+  // A peer with a group is refused (Unavailable): this transport does not attach its QP to
+  // multicast groups yet, so such a job must run with unicast results.
   Result<uint32_t> add_peer(const PeerSpec& spec) override;
+  void leave_groups() override {}  // it never joins one
   size_t packet_capacity(size_t payload_len) const override;
   size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
                const uint8_t* payload) override;
