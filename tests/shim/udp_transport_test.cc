@@ -338,15 +338,16 @@ bool joined_on_lo(uint32_t group) {
   char want[16];
   std::snprintf(want, sizeof(want), "%08X", htonl(group));
   while (std::getline(f, line)) {
-    if (!line.empty() && line[0] != '\t' && line[0] != ' ') in_lo = line.find("\tlo") != std::string::npos ||
-                                                                     line.find(" lo") != std::string::npos;
+    if (!line.empty() && line[0] != '\t' && line[0] != ' ')
+      in_lo = line.find("\tlo") != std::string::npos || line.find(" lo") != std::string::npos;
     if (in_lo && line.find(want) != std::string::npos) return true;
   }
   return false;
 }
 
 // Sends from `a` to group:4791, ICRC stamped with the group as destination (as sumcastd does).
-void send_to_group(const Appliance& a, uint32_t group, const wire::SumcastHeader& h, uint32_t dest_qp = wire::kMulticastQpn) {
+void send_to_group(const Appliance& a, uint32_t group, const wire::SumcastHeader& h,
+                   uint32_t dest_qp = wire::kMulticastQpn) {
   Endpoint g;
   g.ip = group;
   g.udp_port = wire::kRoceUdpPort;

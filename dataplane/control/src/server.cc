@@ -127,7 +127,7 @@ struct Job {
   Clock::time_point first_registration;
   bool running = false;
   uint32_t job_id = 0;
-  bool multicast = false;   // running with results to its group (wanted and allowed)
+  bool multicast = false;    // running with results to its group (wanted and allowed)
   uint32_t mcast_index = 0;  // its group is multicast_base_ip + this (multicast jobs only)
   uint64_t progress = 0;
   Clock::time_point last_change;  // progress changed (running) or a rank registered (pending)

@@ -136,7 +136,7 @@ struct Job {
 struct ProgressEntry {
   std::atomic<uint64_t> key{0};  // kActiveBit | job_id while the record holds a job, else 0
   std::atomic<uint64_t> completed{0};
-  std::atomic<uint64_t> opened{0};  // rounds opened; opened - completed = rounds waiting for ranks
+  std::atomic<uint64_t> opened{0};           // rounds opened; opened - completed = rounds waiting for ranks
   std::atomic<uint64_t> group_frames{0};     // results and aborts sent to the job's group
   std::atomic<uint64_t> unicast_answers{0};  // stored results re-sent to one member
 };

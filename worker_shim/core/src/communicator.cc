@@ -177,8 +177,9 @@ Status Communicator::init() {
     bind_ip = *ip;
   }
   if (c.transport == TransportKind::kVerbs && c.multicast) {
-    return Status::invalid_argument("results by multicast need the UDP transport (the verbs transport does not "
-                                    "attach to groups yet)");
+    return Status::invalid_argument(
+        "results by multicast need the UDP transport (the verbs transport does not "
+        "attach to groups yet)");
   }
   if (c.transport == TransportKind::kVerbs) {
     VerbsTransportOptions vo;

@@ -339,7 +339,8 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
       continue;
     }
     if (pp.hdr.type == wire::MsgType::kResult) {
-      if (group ? pp.hdr.rank != wire::kRankMulticast : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
+      if (group ? pp.hdr.rank != wire::kRankMulticast
+                : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
         drop(DropReason::kBadRank);
         continue;
       }

@@ -167,7 +167,7 @@ struct EngineOptions {
 struct JobProgress {
   uint32_t job_id;
   uint64_t slots_completed;
-  uint64_t rounds_opened;  // rounds_opened - slots_completed = rounds waiting for contributions
+  uint64_t rounds_opened;    // rounds_opened - slots_completed = rounds waiting for contributions
   uint64_t group_frames;     // results and aborts sent to the job's group (multicast jobs)
   uint64_t unicast_answers;  // stored results re-sent to the one member that asked again
 };

@@ -43,9 +43,9 @@ struct JobGrant {
   uint16_t payload_bytes = 0;       // payload per packet to use
   Endpoint appliance;               // MAC/IP/UDP port of the appliance's data port (qpn unused)
   std::vector<uint32_t> core_qpns;  // slot s goes to core_qpns[s % size()]
-  bool multicast = false;      // results arrive at multicast_ip (asked for and allowed)
-  bool deterministic = false;  // the appliance sums this job deterministically
-  uint32_t multicast_ip = 0;   // the job's group, host order; 0 unless multicast
+  bool multicast = false;           // results arrive at multicast_ip (asked for and allowed)
+  bool deterministic = false;       // the appliance sums this job deterministically
+  uint32_t multicast_ip = 0;        // the job's group, host order; 0 unless multicast
 };
 
 class ControlClient {

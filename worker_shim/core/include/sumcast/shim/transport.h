@@ -55,9 +55,9 @@ struct TransportCounters {
   uint64_t tx_dropped = 0;  // not sent: buffer full after a bounded wait, or no route/link (the RTO resends)
   uint64_t rx_packets = 0;  // received, before validation
   uint64_t rx_bytes = 0;
-  uint64_t results = 0;  // valid results handed to the communicator
+  uint64_t results = 0;        // valid results handed to the communicator
   uint64_t group_results = 0;  // ... of which arrived on a job's multicast group
-  uint64_t aborts = 0;   // valid abort messages handed to the communicator
+  uint64_t aborts = 0;         // valid abort messages handed to the communicator
   uint64_t drops[kDropReasonCount] = {};
 };
 
