@@ -176,11 +176,6 @@ Status Communicator::init() {
     if (!ip.ok()) return Status::invalid_argument("bind address: " + ip.status().message());
     bind_ip = *ip;
   }
-  if (c.transport == TransportKind::kVerbs && c.multicast) {
-    return Status::invalid_argument(
-        "results by multicast need the UDP transport (the verbs transport does not "
-        "attach to groups yet)");
-  }
   if (c.transport == TransportKind::kVerbs) {
     VerbsTransportOptions vo;
     vo.device = c.rdma_device;

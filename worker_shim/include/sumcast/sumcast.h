@@ -132,8 +132,8 @@ typedef struct sumcast_config {
      which this rank joins on bind_ip's interface and leaves when the communicator fails or is
      destroyed; the switch must forward the group: IGMP snooping with a querier, or flooding).
      The same on every rank (else SUMCAST_ERR_REFUSED). An appliance that does not allow it
-     (agg.conf dataplane.multicast) sends unicast results instead. UDP transport only
-     (SUMCAST_ERR_INVALID_ARGUMENT with "verbs"). Default 0: one result copy per rank. */
+     (agg.conf dataplane.multicast) sends unicast results instead. With "verbs" the QP is attached
+     to the group (ibv_attach_mcast; verified on no NIC yet). Default 0: one result copy per rank. */
   uint32_t multicast;
 } sumcast_config;
 

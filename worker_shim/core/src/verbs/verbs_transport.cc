@@ -11,6 +11,21 @@
 #include "sumcast/shim/verbs_format.h"
 
 namespace sumcast::shim {
+namespace {
+
+// The multicast seam's real operations (verbs_format.h: McastOps).
+int attach_mcast(void* qp, const uint8_t gid[16], uint16_t lid) {
+  ibv_gid g{};
+  std::memcpy(g.raw, gid, 16);
+  return ibv_attach_mcast(static_cast<ibv_qp*>(qp), &g, lid);
+}
+int detach_mcast(void* qp, const uint8_t gid[16], uint16_t lid) {
+  ibv_gid g{};
+  std::memcpy(g.raw, gid, 16);
+  return ibv_detach_mcast(static_cast<ibv_qp*>(qp), &g, lid);
+}
+
+}  // namespace
 
 namespace {
 constexpr int kPollBatch = 32;
@@ -40,8 +55,10 @@ struct VerbsTransport::Impl {
   };
   std::vector<Peer> peers;
   TransportCounters counters;
+  verbs::GroupMembership groups{{attach_mcast, detach_mcast}, nullptr};  // the QP's, once it exists
 
   ~Impl() {
+    groups.leave_all();
     for (Peer& p : peers) {
       if (p.ah != nullptr) ibv_destroy_ah(p.ah);
     }
@@ -135,6 +152,7 @@ struct VerbsTransport::Impl {
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
     qp = ibv_create_qp(pd, &ia);
+    groups = verbs::GroupMembership({attach_mcast, detach_mcast}, qp);
     if (qp == nullptr) return Status::from_errno("verbs: ibv_create_qp (UD) on " + device_name);
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
@@ -191,10 +209,6 @@ Endpoint VerbsTransport::local_endpoint() const {
 
 Result<uint32_t> VerbsTransport::add_peer(const PeerSpec& spec) {
   Impl& s = *impl_;
-  if (spec.group != 0) {
-    return Status::unavailable("verbs transport: results by multicast (group " + format_ipv4(spec.group) +
-                               ") need the QP attached to the group, which this transport does not do yet");
-  }
   if (s.qkey_set && spec.qkey != s.qkey) {
     return Status::invalid_argument("verbs transport: one QP has one Q_Key; peer " + format_ipv4(spec.ip) +
                                     " has another");
@@ -215,6 +229,13 @@ Result<uint32_t> VerbsTransport::add_peer(const PeerSpec& spec) {
   ah.port_num = s.options.port;
   Impl::Peer p{spec, ibv_create_ah(s.pd, &ah)};
   if (p.ah == nullptr) return Status::from_errno("verbs: ibv_create_ah toward " + format_ipv4(spec.ip));
+  if (spec.group != 0) {  // results to the group reach the QP once it is attached to the group's GID
+    const Status st = s.groups.join(spec.group);
+    if (!st.ok()) {
+      ibv_destroy_ah(p.ah);
+      return st;
+    }
+  }
   s.peers.push_back(p);
   return static_cast<uint32_t>(s.peers.size() - 1);
 }
@@ -327,6 +348,8 @@ size_t VerbsTransport::receive(std::span<Received> out) {
   }
   return k;
 }
+
+void VerbsTransport::leave_groups() { impl_->groups.leave_all(); }
 
 const TransportCounters& VerbsTransport::counters() const { return impl_->counters; }
 
