@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Results by multicast through the real appliance (dataplane.multicast = true, workers with
 # --multicast), on a switch that snoops IGMP with a querier (MODE snoop: the bridge forwards each
-# group only to the ports whose workers joined it, checked in its mdb) or floods (MODE flood:
-# snooping off). In one test bed of 8 workers:
-#   1. n = 2, 4, 8, without and with 1% loss on every switch port: an fp32 job and a bf16 job at
+# group only to the ports whose workers joined it) or floods (MODE flood: snooping off). In one
+# test bed of 8 workers:
+#   1. Two multicast jobs and one unicast job at once, on w0..w3 (all exact): the appliance lists
+#      them running together with distinct groups and the unicast one without; the unicast job's
+#      ranks get no group result; while they run each of those worker interfaces holds exactly
+#      its jobs' two groups (ip maddr); nftables counters on the switch ports show the group
+#      frames reaching w0..w3, and w4..w7 (never members) only when the switch floods.
+#   2. n = 2, 4, 8, without and with 1% loss on every switch port: an fp32 job and a bf16 job at
 #      once (two groups; their ranks share the worker namespaces), every result checked; every
 #      rank was granted multicast and received results on the group; no rank dropped a result as
 #      another job's (unknown_job, bad_rank, dtype/op mismatch); and the appliance sent exactly
 #      one frame per completed chunk, to the group (results_sent = group_frames = slots
 #      completed), and nothing else but the unicast answers to retransmissions (tx_packets =
 #      group_frames + retransmits_answered + ARP replies).
-#   2. Two multicast jobs and one unicast job at once (all exact): the appliance lists them running
-#      together with distinct groups and the unicast one without; the unicast job's ranks get no
-#      group result; while they run each worker interface holds exactly its jobs' groups (ip maddr).
 #   3. Multicast results dropped (nftables) on the switch port of one worker only: that worker
 #      receives no group result and still completes, exact, by unicast answers.
 #   4. A failed job (a rank killed): the survivor fails, and no worker interface keeps a group;
@@ -31,11 +33,11 @@ GROUP_PREFIX=239.255.77.
 
 IT_CONF_EXTRA="multicast = true; multicast_group = \"${GROUP_PREFIX}0\";" it_begin 8
 if [ "$MODE" = snoop ]; then
-  # Short IGMP timers (centiseconds): a membership whose leave was lost (1% loss below) expires
-  # within seconds instead of 260 s, so that phase 2 can check exactly which ports the switch
-  # forwards each group to.
-  tb_exec sw ip link set br0 type bridge mcast_snooping 1 mcast_querier 1 mcast_query_interval 100 \
-    mcast_query_response_interval 50 mcast_membership_interval 300
+  # The bridge floods every group until its own querier counts as present, one query response
+  # interval after the querier is enabled (10 s by default; 1 s here: set before the querier, which
+  # takes the interval in force then). snooping_effective below waits for it.
+  tb_exec sw ip link set br0 type bridge mcast_snooping 1 mcast_query_response_interval 100
+  tb_exec sw ip link set br0 type bridge mcast_querier 1
 else
   tb_exec sw ip link set br0 type bridge mcast_snooping 0
 fi
@@ -87,10 +89,108 @@ check_one_frame_per_chunk() {
   note "$what: $rounds chunks, $rounds frames to the groups, ${d[retransmits_answered]} unicast answers"
 }
 
+# Snooping in effect: a probe to a group that only w7 joined leaves the switch toward p7 and
+# not toward p5 (python3 sockets: a member in w7, the sender in w6).
+PROBE=239.255.78.1
+probe_member() {
+  tb_exec w7 python3 -c "
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('$PROBE', 4792))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, struct.pack('4s4si', socket.inet_aton('$PROBE'), socket.inet_aton('${TB_WORKER_IP[7]}'), 0))
+print('joined', flush=True)
+sys.stdin.read()
+" <> <(:) >"$IT_WORK/probe.log" 2>&1 &
+  IT_EXTRA_PIDS+=($!)
+  tb_wait_line "$IT_WORK/probe.log" joined 10 $! || fail "the snooping probe's member did not join"
+  tb_exec sw nft -f - <<NFT
+table bridge sumcast_probe {
+  chain count { type filter hook forward priority -2; policy accept; oifname "p7" ip daddr $PROBE counter; oifname "p5" ip daddr $PROBE counter; }
+}
+NFT
+}
+snooping_effective() {
+  local before after
+  before=$(tb_exec sw nft list table bridge sumcast_probe | grep -o 'packets [0-9]*' | awk '{print $2}' | tr '\n' ' ')
+  tb_exec w6 python3 -c "
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton('${TB_WORKER_IP[6]}'))
+s.sendto(b'probe', ('$PROBE', 4792))
+"
+  after=$(tb_exec sw nft list table bridge sumcast_probe | grep -o 'packets [0-9]*' | awk '{print $2}' | tr '\n' ' ')
+  read -r b7 b5 <<<"$before"
+  read -r a7 a5 <<<"$after"
+  [ $((a7 - b7)) = 1 ] && [ "$a5" = "$b5" ]
+}
+if [ "$MODE" = snoop ]; then
+  probe_member
+  it_until 20 snooping_effective || fail "the snooping switch never stopped flooding a group (querier absent?)"
+  tb_exec sw nft delete table bridge sumcast_probe
+  note "snooping in effect: a group joined by w7 alone reaches p7 only"
+fi
+
 # rc_slice FROM COUNT: IT_RC of one job out of several waited for together.
 rc_slice() { IT_RC=("${ALL_RC[@]:$1:$2}"); }
 
-# 1. Exact at n = 2, 4, 8, fp32 and bf16 jobs at once, without and with loss.
+# 1. Two multicast jobs and one unicast job at once, before any other job: w4..w7 never joined a group.
+# Group frames leaving the switch toward members (p0..p3) and toward the others (p4..p7).
+tb_exec sw nft -f - <<NFT
+table bridge sumcast_mccount {
+  chain count {
+    type filter hook forward priority -1; policy accept;
+    oifname { "p0", "p1", "p2", "p3" } ip daddr ${GROUP_PREFIX}0/24 counter
+    oifname { "p4", "p5", "p6", "p7" } ip daddr ${GROUP_PREFIX}0/24 counter
+  }
+}
+NFT
+long=(--check --iters 30 --warmup 1 --counts "257,65537,262144")
+it_ranks MA mc-a 4 --multicast --dtype fp32 "${long[@]}"
+it_ranks UC uc-c 4 --dtype int32 "${long[@]}"
+# Ranks of mc-b in w0..w3 too, so that one interface holds two groups and a unicast job at once.
+it_ranks MB mc-b 4 --multicast --dtype bf16 "${long[@]}"
+three_running() {
+  it_jobs_json >"$IT_WORK/jobs.json" 2>/dev/null || return 1
+  jq -e '[to_entries[] | select(.key | startswith("job")) | .value | select(.running != 0 and .slots_completed > 0)
+          | "\(.name)/\(.multicast)"] | sort == ["mc-a/1", "mc-b/1", "uc-c/0"]' "$IT_WORK/jobs.json" >/dev/null
+}
+it_until 30 three_running || { cat "$IT_WORK/jobs.json" 2>/dev/null; fail "the three jobs were never running at once"; }
+groups=$(jq -r '[to_entries[] | select(.key | startswith("job")) | .value | select(.multicast == 1) | .multicast_group] | sort | join(" ")' "$IT_WORK/jobs.json")
+read -r ga gb <<<"$groups"
+[ -n "$ga" ] && [ -n "$gb" ] && [ "$ga" != "$gb" ] || fail "multicast jobs' groups '$groups' are not two distinct groups"
+[ "$(jq -r '[to_entries[] | select(.key | startswith("job")) | .value | select(.name == "uc-c") | .multicast_group] | .[0]' "$IT_WORK/jobs.json")" = "" ] ||
+  fail "the unicast job has a group"
+note "running at once: $(jq -c '[to_entries[] | select(.key | startswith("job")) | .value | {name, multicast, multicast_group, group_frames, unicast_answers}]' "$IT_WORK/jobs.json")"
+for i in 0 1 2 3; do
+  have=$(groups_on "$i" | sort | tr '\n' ' ')
+  [ "$have" = "$ga $gb " ] || fail "worker $i holds groups '$have' while its jobs run, want '$ga $gb '"
+done
+it_wait 90 || fail "the three jobs did not finish within 90 s"
+ALL_RC=("${IT_RC[@]}")
+rc_slice 0 4
+it_expect_exact MA 4 3
+rc_slice 4 4
+it_expect_exact UC 4 3
+rc_slice 8 4
+it_expect_exact MB 4 3
+check_ranks MA 4 1
+check_ranks MB 4 1
+check_ranks UC 4 0
+no_groups_left "two multicast jobs and a unicast one"
+counted=$(tb_exec sw nft list table bridge sumcast_mccount | grep -o 'packets [0-9]*' | awk '{print $2}' | tr '\n' ' ')
+read -r to_members to_others <<<"$counted"
+tb_exec sw nft delete table bridge sumcast_mccount
+[ "${to_members:-0}" -gt 0 ] || fail "no group frame left the switch toward w0..w3"
+if [ "$MODE" = snoop ]; then
+  [ "${to_others:-0}" = 0 ] || fail "the snooping switch sent $to_others group frames to w4..w7, which never joined"
+else
+  [ "${to_others:-0}" -gt 0 ] || fail "the flooding switch sent no group frame to w4..w7"
+fi
+note "group frames out of the switch: $to_members toward the members, $to_others toward the others ($MODE)"
+note "two multicast jobs ($ga, $gb) and a unicast job at once: exact"
+
+# 2. Exact at n = 2, 4, 8, fp32 and bf16 jobs at once, without and with loss.
 counts="1,257,16385,65537"
 rows=4
 job=0
@@ -117,55 +217,6 @@ for loss in 0 1; do
   done
   if [ "$loss" != 0 ]; then tb_exec sw nft delete table bridge sumcast_loss; fi
 done
-
-# 2. Two multicast jobs and one unicast job at once.
-mdb_groups() { tb_exec sw bridge mdb show dev br0 | grep -F " grp $GROUP_PREFIX" || true; }
-if [ "$MODE" = snoop ]; then
-  it_until 20 bash -c "[ -z \"\$(ip netns exec '$(tb_ns sw)' bridge mdb show dev br0 | grep -F ' grp $GROUP_PREFIX')\" ]" ||
-    fail "the snooping switch still forwards groups of ended jobs: $(mdb_groups)"
-fi
-long=(--check --iters 30 --warmup 1 --counts "257,65537,262144")
-it_ranks MA mc-a 4 --multicast --dtype fp32 "${long[@]}"
-it_ranks UC uc-c 4 --dtype int32 "${long[@]}"
-# Ranks of mc-b in w0..w3 too, so that one interface holds two groups and a unicast job at once.
-it_ranks MB mc-b 4 --multicast --dtype bf16 "${long[@]}"
-three_running() {
-  it_jobs_json >"$IT_WORK/jobs.json" 2>/dev/null || return 1
-  jq -e '[to_entries[] | select(.key | startswith("job")) | .value | select(.running != 0 and .slots_completed > 0)
-          | "\(.name)/\(.multicast)"] | sort == ["mc-a/1", "mc-b/1", "uc-c/0"]' "$IT_WORK/jobs.json" >/dev/null
-}
-it_until 30 three_running || { cat "$IT_WORK/jobs.json" 2>/dev/null; fail "the three jobs were never running at once"; }
-groups=$(jq -r '[to_entries[] | select(.key | startswith("job")) | .value | select(.multicast == 1) | .multicast_group] | sort | join(" ")' "$IT_WORK/jobs.json")
-read -r ga gb <<<"$groups"
-[ -n "$ga" ] && [ -n "$gb" ] && [ "$ga" != "$gb" ] || fail "multicast jobs' groups '$groups' are not two distinct groups"
-[ "$(jq -r '[to_entries[] | select(.key | startswith("job")) | .value | select(.name == "uc-c") | .multicast_group] | .[0]' "$IT_WORK/jobs.json")" = "" ] ||
-  fail "the unicast job has a group"
-note "running at once: $(jq -c '[to_entries[] | select(.key | startswith("job")) | .value | {name, multicast, multicast_group, group_frames, unicast_answers}]' "$IT_WORK/jobs.json")"
-for i in 0 1 2 3; do
-  have=$(groups_on "$i" | sort | tr '\n' ' ')
-  [ "$have" = "$ga $gb " ] || fail "worker $i holds groups '$have' while its jobs run, want '$ga $gb '"
-done
-if [ "$MODE" = snoop ]; then
-  # The switch learnt each group on exactly the ports of w0..w3.
-  for g in $ga $gb; do
-    ports=$(tb_exec sw bridge mdb show dev br0 | awk -v g="$g" '$0 ~ (" grp " g " ") { for (i = 1; i <= NF; i++) if ($i == "port") print $(i + 1) }' | sort | tr '\n' ' ')
-    [ "$ports" = "p0 p1 p2 p3 " ] || fail "snooping switch forwards $g to ports '$ports', want 'p0 p1 p2 p3 '"
-  done
-  note "snooping: $ga and $gb forwarded to p0..p3 only"
-fi
-it_wait 90 || fail "the three jobs did not finish within 90 s"
-ALL_RC=("${IT_RC[@]}")
-rc_slice 0 4
-it_expect_exact MA 4 3
-rc_slice 4 4
-it_expect_exact UC 4 3
-rc_slice 8 4
-it_expect_exact MB 4 3
-check_ranks MA 4 1
-check_ranks MB 4 1
-check_ranks UC 4 0
-no_groups_left "two multicast jobs and a unicast one"
-note "two multicast jobs ($ga, $gb) and a unicast job at once: exact"
 
 # 3. One worker's multicast results dropped at its switch port: it completes by unicast answers.
 before=$(stats)
