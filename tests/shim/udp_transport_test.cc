@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "shim_test_util.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/shim/address.h"
 #include "sumcast/wire/packet.h"
@@ -322,28 +323,8 @@ TEST(UdpTransport, DropReasonNamesMatchTheWireForStructuralReasons) {
 
 // ---- Multicast results ------------------------------------------------------------------------
 
-// Groups on the loopback interface of this namespace, distinct per process so that concurrent
-// runs of this test do not hear each other.
-uint32_t test_group(uint32_t k) {
-  const auto pid = static_cast<uint32_t>(getpid());
-  return (239u << 24) | (255u << 16) | ((200u + pid % 50u) << 8) | ((pid / 50u * 3u + k) % 250u + 1u);
-}
-
-// Whether the kernel lists `group` as joined on lo (/proc/net/igmp: the group as a native-order
-// read of its network-order bytes, in hex).
-bool joined_on_lo(uint32_t group) {
-  std::ifstream f("/proc/net/igmp");
-  std::string line;
-  bool in_lo = false;
-  char want[16];
-  std::snprintf(want, sizeof(want), "%08X", htonl(group));
-  while (std::getline(f, line)) {
-    if (!line.empty() && line[0] != '\t' && line[0] != ' ')
-      in_lo = line.find("\tlo") != std::string::npos || line.find(" lo") != std::string::npos;
-    if (in_lo && line.find(want) != std::string::npos) return true;
-  }
-  return false;
-}
+using testing::joined_on_lo;
+using testing::test_group;
 
 // Sends from `a` to group:4791, ICRC stamped with the group as destination (as sumcastd does).
 void send_to_group(const Appliance& a, uint32_t group, const wire::SumcastHeader& h,
