@@ -257,8 +257,8 @@ TEST(PrometheusTest, OutputParsesAndEveryValueIsTheSnapshots) {
   EXPECT_EQ(value(p, "sumcast_job_running", a), 1);
   EXPECT_EQ(value(p, "sumcast_job_slots_completed_total", a), 12345);
   EXPECT_EQ(value(p, "sumcast_job_seconds_since_progress", a), 0.5);
-  EXPECT_EQ(value(p, "sumcast_job_multicast", {{"job_id", "7"}, {"job_name", s.jobs[0].name}, {"group", "239.255.77.3"}}),
-            1);
+  EXPECT_EQ(
+      value(p, "sumcast_job_multicast", {{"job_id", "7"}, {"job_name", s.jobs[0].name}, {"group", "239.255.77.3"}}), 1);
   EXPECT_EQ(value(p, "sumcast_job_group_frames_total", a), 321);
   EXPECT_EQ(value(p, "sumcast_job_unicast_answers_total", a), 4);
   EXPECT_EQ(value(p, "sumcast_job_multicast", {{"job_id", "9"}, {"job_name", "waiting"}, {"group", ""}}), 0);
