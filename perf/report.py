@@ -98,6 +98,14 @@ def engine(path):
     sweep("jobs", "jobs", (1, 4, 16, 64))
     sweep("feed_KiB", "frame set KiB", (512, 1024, 4096, 16384, 65536))
 
+    print("\nResults by multicast vs per-member replication (1 KiB fp32, ICRC on, same frames, passes alternating):")
+    for n in (8, 64):
+        name = f"multicast/fp32/payload:1024/icrc:on/n:{n}"
+        m, r = cell(name, "ns_per_pkt"), cell(name, "ns_per_pkt_replicated")
+        if m and r:
+            print(f"  n={n:<3} multicast {m:7.1f} ns/packet, replication {r:7.1f} ns/packet: "
+                  f"{cell(name, 'multicast_over_replicated'):.3f}x; tx frames per slot round 1 vs {n}")
+
     print("\nAppliance memory (bytes EngineOptions::allocate hands out; 1 KiB fp32 unless named):")
     mem = [(k, v) for k, v in rows.items() if k.startswith("memory/") and "bytes" in v]
     for k, v in mem:

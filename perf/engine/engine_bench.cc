@@ -26,6 +26,14 @@
 //                                                          (docs/fidelity.md): payloads staged, summed
 //                                                          in rank order at completion
 //   memory/deterministic/ranks:<n>/...                     its appliance bytes
+//   multicast/fp32/payload:1024/icrc:on/n:<ranks>         results by multicast (one frame per slot
+//                                                          round to the group) against per-member
+//                                                          replication, the same frames, passes
+//                                                          alternating between the two engines in one
+//                                                          benchmark: ns_per_pkt (multicast),
+//                                                          ns_per_pkt_replicated, and their ratio
+//                                                          (`multicast_over_replicated`); tx frames per
+//                                                          slot round: 1 against n
 // SUMCAST_BENCH_PASSES=N in the environment fixes the passes per benchmark (for instruction
 // counts: valgrind --tool=callgrind --toggle-collect='*process_burst*' gives Ir per packet).
 #include <benchmark/benchmark.h>
@@ -72,6 +80,7 @@ struct Scenario {
   uint32_t jobs = 1;
   size_t feed_bytes = kFeedBytes;  // target size of one pass's frames
   bool deterministic = false;      // JobSpec::deterministic
+  bool multicast = false;          // JobSpec::multicast: one result frame per slot round, to a group
 };
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -132,9 +141,15 @@ EngineOptions appliance_options(bool icrc) {
 }
 
 JobSpec job_spec(uint32_t job_index, uint32_t ranks, uint32_t slots, Dtype dtype, uint32_t payload,
-                 bool deterministic = false) {
+                 bool deterministic = false, bool multicast = false) {
   JobSpec j;
   j.deterministic = deterministic;
+  if (multicast) {
+    j.multicast = true;
+    j.mcast_ip = 0xEFFF4D00u | job_index;  // 239.255.77.<job>
+    const uint8_t mac[6] = {0x01, 0x00, 0x5E, 0x7F, 0x4D, static_cast<uint8_t>(job_index)};
+    std::memcpy(j.mcast_mac, mac, 6);
+  }
   j.job_id = 100 + job_index;
   j.qkey = 0x5C000000u | job_index;
   j.dtype = dtype;
@@ -179,7 +194,7 @@ Feed::Feed(const Scenario& s) : sc(s), options(appliance_options(s.icrc)) {
   rounds = static_cast<uint32_t>(std::max<size_t>(2, target / (slots * per_slot_round)));
   rounds = (rounds + 1) & ~1u;
   for (uint32_t j = 0; j < s.jobs; ++j)
-    jobs.push_back(job_spec(j, s.ranks, slots, s.dtype, s.payload, s.deterministic));
+    jobs.push_back(job_spec(j, s.ranks, slots, s.dtype, s.payload, s.deterministic, s.multicast));
 
   const size_t count = size_t{rounds} * slots * per_slot_round;
   storage = huge_alloc(count * stride);
@@ -303,7 +318,7 @@ void run_engine(benchmark::State& state, const Scenario& sc) {
   const uint64_t frames = passes * feed.frames.size();
   if (total_drops(c) != 0 || c.contributions.load() != frames ||
       c.slots_completed.load() != passes * feed.completions ||
-      c.results_sent.load() != passes * feed.completions * sc.ranks) {
+      c.results_sent.load() != passes * feed.completions * (sc.multicast ? 1 : sc.ranks)) {
     state.SkipWithError("engine did not sum and answer every frame (drops or missing results)");
     return;
   }
@@ -312,6 +327,85 @@ void run_engine(benchmark::State& state, const Scenario& sc) {
   state.counters["slots"] = feed.slots;
   state.counters["jobs"] = sc.jobs;
   state.counters["feed_MiB"] = static_cast<double>(feed.frames.size() * feed.stride) / (1 << 20);
+}
+
+// Multicast against replication in one benchmark: two engines, the same frames (results by
+// multicast change only what the engine sends), passes alternating so that both see the same
+// machine. The timed iteration is a pass of each.
+void run_multicast_vs_replication(benchmark::State& state, const Scenario& sc) {
+  Scenario ms = sc;
+  ms.multicast = true;
+  const Feed feed(ms);
+  struct Side {
+    JobMemoryPool pool;
+    std::unique_ptr<Engine> engine;
+    MemoryTxSink tx{256};
+    double ns = 0;
+    uint64_t wall_tsc = 0;
+    std::vector<JobSpec> jobs;
+  };
+  Side side[2];  // 0: multicast, 1: replication
+  for (int k = 0; k < 2; ++k) {
+    Side& x = side[k];
+    EngineOptions options = feed.options;
+    options.allocate = pool_allocate;
+    options.release = pool_release;
+    options.alloc_ctx = &x.pool;
+    x.engine = std::make_unique<Engine>(options);
+    x.tx.set_recording(false);
+    x.jobs = feed.jobs;
+    for (JobSpec& j : x.jobs) j.multicast = k == 0;
+    for (const JobSpec& j : x.jobs) {
+      const Status st = x.engine->add_job(j);
+      if (!st.ok()) {
+        state.SkipWithError(st.to_string().c_str());
+        return;
+      }
+    }
+  }
+  const std::span<const PacketView> all(feed.frames);
+  uint64_t passes = 0;
+  for (auto _ : state) {
+    double iteration_ns = 0;
+    for (Side& x : side) {
+      if (passes != 0) {
+        for (const JobSpec& j : x.jobs) {
+          x.engine->remove_job(j.job_id, wire::AbortReason::kNone, x.tx);
+          if (!x.engine->add_job(j).ok()) std::abort();
+        }
+      }
+      const double t0 = thread_cpu_ns();
+      const uint64_t c0 = __rdtsc();
+      for (size_t i = 0; i < all.size(); i += kBurst) {
+        x.engine->process_burst(all.subspan(i, std::min(kBurst, all.size() - i)), x.tx);
+      }
+      const uint64_t c1 = __rdtsc();
+      const double pass_ns = thread_cpu_ns() - t0;
+      x.ns += pass_ns;
+      x.wall_tsc += c1 - c0;
+      iteration_ns += pass_ns;
+    }
+    state.SetIterationTime(iteration_ns * 1e-9);
+    ++passes;
+  }
+  const uint64_t frames = passes * feed.frames.size();
+  for (int k = 0; k < 2; ++k) {
+    const CoreCounters& c = side[k].engine->counters();
+    const uint64_t per_round = k == 0 ? 1 : sc.ranks;
+    if (total_drops(c) != 0 || c.contributions.load() != frames ||
+        c.results_sent.load() != passes * feed.completions * per_round ||
+        c.group_frames.load() != (k == 0 ? passes * feed.completions : 0)) {
+      state.SkipWithError("engine did not sum and answer every frame as multicast / replication");
+      return;
+    }
+  }
+  set_rate_counters(state, frames, passes * feed.payload_bytes, side[0].ns, side[0].wall_tsc);
+  const double rep_ns = side[1].ns / static_cast<double>(frames);
+  state.counters["ns_per_pkt_replicated"] = rep_ns;
+  state.counters["multicast_over_replicated"] = (side[0].ns / static_cast<double>(frames)) / rep_ns;
+  state.counters["tx_frames_per_round"] = 1;
+  state.counters["tx_frames_per_round_replicated"] = sc.ranks;
+  state.counters["ranks"] = sc.ranks;
 }
 
 // What the engine cannot avoid per packet: verify the ICRC, sum the payload into its slot's
@@ -466,6 +560,14 @@ void register_all() {
           run_engine, s)
           ->Apply(timed);
     }
+  }
+  // Results by multicast against replication: 1 KiB fp32, ICRC on.
+  for (const uint32_t n : {8u, 64u}) {
+    Scenario s;
+    s.ranks = n;
+    benchmark::RegisterBenchmark(("multicast/fp32/payload:1024/icrc:on/n:" + std::to_string(n)).c_str(),
+                                 run_multicast_vs_replication, s)
+        ->Apply(timed);
   }
   // Scaling of the per-packet cost: 1 KiB fp32, ICRC on.
   for (const uint32_t n : {2u, 4u, 8u, 16u, 32u, 64u, 128u, 256u}) {

@@ -194,6 +194,22 @@ TEST(ControlCodecLayout, DeterministicFlagIsRegisterByte27Bit0AndGrantByte24Bit1
   EXPECT_FALSE(gd.multicast);
 }
 
+TEST(ControlCodecLayout, MulticastWishIsRegisterByte27Bit1) {
+  RegisterMsg r = sample_register();
+  r.multicast = true;
+  const Bytes reg = enc(r);
+  EXPECT_EQ(reg[kControlHeaderLen + 27], 0x02);
+  r.deterministic = true;
+  EXPECT_EQ(enc(r)[kControlHeaderLen + 27], 0x03);
+  RegisterMsg rd;
+  ASSERT_EQ(decode(std::span<const uint8_t>(reg), &rd), ControlError::kOk);
+  EXPECT_TRUE(rd.multicast);
+  EXPECT_FALSE(rd.deterministic);
+  RegisterMsg plain;
+  ASSERT_EQ(decode(std::span<const uint8_t>(enc(sample_register())), &plain), ControlError::kOk);
+  EXPECT_FALSE(plain.multicast) << "a registration without the bit keeps unicast results";
+}
+
 TEST(ControlCodecLayout, AbortMatchesTable) {
   const Bytes want = {0x53, 0x55, 0x4D, 0x43, 0x01, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00,
                       0x09, 0x00, 0x00, 0x00, 0x09, 0x01, 0x00, 0x00, 0x01, 't'};
@@ -401,7 +417,7 @@ TEST(ControlCodecReject, BodyFields) {
   EXPECT_EQ(dec(corrupt(reg, 5, {kReduceOpCount}), &r), ControlError::kBadOp);
   EXPECT_EQ(dec(corrupt(reg, 22, {0x01}), &r), ControlError::kBadQpn);
   EXPECT_EQ(dec(corrupt(reg, 26, {kMaxJobNameLen + 1}), &r), ControlError::kBadNameLength);
-  EXPECT_EQ(dec(corrupt(reg, 27, {0x02}), &r), ControlError::kBadReserved);  // bit 0 is deterministic
+  EXPECT_EQ(dec(corrupt(reg, 27, {0x04}), &r), ControlError::kBadReserved);  // bits 0, 1 are flags
   EXPECT_EQ(dec(corrupt(reg, 27, {0x81}), &r), ControlError::kBadReserved);
 
   GrantMsg g;

@@ -141,9 +141,14 @@ class ServerTest : public ::testing::Test {
 
   // Registers every rank of a job (each in its own thread, in rank order of arrival) and returns
   // the members with their grants checked OK.
-  std::vector<Member> run_job(const std::string& name, uint16_t world, std::vector<JobGrant>* grants) {
+  std::vector<Member> run_job(const std::string& name, uint16_t world, std::vector<JobGrant>* grants,
+                              bool multicast = false) {
     std::vector<Member> members;
-    for (uint16_t r = 0; r < world; ++r) members.push_back(begin_register(request(name, world, r)));
+    for (uint16_t r = 0; r < world; ++r) {
+      RegisterRequest req = request(name, world, r);
+      req.multicast = multicast;
+      members.push_back(begin_register(req));
+    }
     for (auto& m : members) {
       EXPECT_TRUE(m.pending.valid());
       if (!m.pending.valid()) continue;
@@ -244,8 +249,8 @@ TEST_F(ServerTest, MulticastGroupsAreDistinctPerRunningJob) {
   o.multicast_base_ip = 0xEFFF4D00;  // 239.255.77.0
   start(o);
   std::vector<JobGrant> ga, gb;
-  auto a = run_job("a", 2, &ga);
-  auto b = run_job("b", 2, &gb);
+  auto a = run_job("a", 2, &ga, true);
+  auto b = run_job("b", 2, &gb, true);
   ASSERT_EQ(ga.size(), 2u);
   ASSERT_EQ(gb.size(), 2u);
   EXPECT_TRUE(ga[0].multicast);
@@ -268,6 +273,62 @@ TEST_F(ServerTest, MulticastGroupsAreDistinctPerRunningJob) {
                              static_cast<uint8_t>(spec.mcast_ip)};
     EXPECT_TRUE(std::equal(want, want + 6, spec.mcast_mac));
   }
+}
+
+TEST_F(ServerTest, MulticastIsPerJobAskedByTheRanksAndAllowedByTheAppliance) {
+  ServerOptions o = options();
+  o.multicast = true;
+  o.multicast_base_ip = 0xEFFF4D00;
+  start(o);
+  std::vector<JobGrant> gu, gm;
+  auto u = run_job("unicast", 2, &gu);
+  auto m = run_job("mcast", 2, &gm, true);
+  ASSERT_EQ(gu.size(), 2u);
+  ASSERT_EQ(gm.size(), 2u);
+  EXPECT_FALSE(gu[0].multicast) << "a job that did not ask keeps one copy per member";
+  EXPECT_EQ(gu[0].multicast_ip, 0u);
+  EXPECT_TRUE(gm[0].multicast);
+  EXPECT_EQ(gm[0].multicast_ip, o.multicast_base_ip) << "unicast jobs take no group";
+  const auto installs = sink_.installs();
+  ASSERT_EQ(installs.size(), 2u);
+  EXPECT_FALSE(installs[0].multicast);
+  EXPECT_TRUE(installs[1].multicast);
+  bool listed = false;
+  for (const JobInfo& j : server_->jobs()) {
+    if (j.name == "mcast") {
+      listed = true;
+      EXPECT_TRUE(j.multicast);
+      EXPECT_EQ(j.multicast_ip, o.multicast_base_ip);
+    } else {
+      EXPECT_FALSE(j.multicast);
+      EXPECT_EQ(j.multicast_ip, 0u);
+    }
+  }
+  EXPECT_TRUE(listed);
+
+  // The ranks must agree.
+  Member first = begin_register(request("mixed", 2, 0));
+  ASSERT_TRUE(wait_registered("mixed", 1));
+  auto c = connect();
+  RegisterRequest wants = request("mixed", 2, 1);
+  wants.multicast = true;
+  auto r = c->register_rank(wants, 5000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("job_mismatch"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("multicast"), std::string::npos) << r.status().to_string();
+}
+
+TEST_F(ServerTest, MulticastWishOnAnApplianceThatDoesNotAllowItGetsUnicast) {
+  start(options());  // multicast off
+  std::vector<JobGrant> g;
+  auto m = run_job("wants", 2, &g, true);
+  ASSERT_EQ(g.size(), 2u);
+  for (const JobGrant& x : g) {
+    EXPECT_FALSE(x.multicast);
+    EXPECT_EQ(x.multicast_ip, 0u);
+  }
+  ASSERT_EQ(sink_.installs().size(), 1u);
+  EXPECT_FALSE(sink_.installs()[0].multicast);
 }
 
 TEST_F(ServerTest, JobsListsAPendingJobThenItsRunningState) {

@@ -304,6 +304,21 @@ TEST(EngineTest, MulticastJobSendsOneResultFrameToTheGroupPerSlot) {
   }
   EXPECT_EQ(get(e.counters().results_sent), 3u);
   EXPECT_EQ(get(e.counters().slots_completed), 3u);
+  EXPECT_EQ(get(e.counters().group_frames), 3u);
+  ASSERT_EQ(e.progress().size(), 1u);
+  EXPECT_EQ(e.progress()[0].group_frames, 3u);
+  EXPECT_EQ(e.progress()[0].unicast_answers, 0u);
+
+  // A rank that missed a result asks again: the stored result goes to it alone, by unicast.
+  tx.clear();
+  feed(e, tx, contribution(job, o, 2, {1, 0, 1, 64, 64}));
+  ASSERT_EQ(tx.frames().size(), 1u);
+  const auto p = check_sent_frame(tx.frames()[0].bytes(), job, o, 2, wire::MsgType::kResult);
+  EXPECT_EQ(payload_of(p), expected(ReduceOp::kSum, 4, 1, 0, 64));
+  EXPECT_EQ(get(e.counters().retransmits_answered), 1u);
+  EXPECT_EQ(get(e.counters().group_frames), 3u);
+  EXPECT_EQ(e.progress()[0].unicast_answers, 1u);
+  EXPECT_EQ(e.progress()[0].group_frames, 3u);
 }
 
 // The same frames in bursts of 1 (tail only), 3, 4 (wide loop only), 31, 32 and 257 (both).
@@ -852,15 +867,20 @@ TEST(EngineTest, RemoveJobSendsAbortsToEveryMemberAndFreesItsMemory) {
 
     tx.clear();
     e.remove_job(12, wire::AbortReason::kAdmin, tx);
-    ASSERT_EQ(tx.frames().size(), 1u);
+    ASSERT_EQ(tx.frames().size(), 4u) << "a multicast job's abort goes to the group and to each member";
     const auto p = check_sent_frame(tx.frames()[0].bytes(), b, o, wire::kRankMulticast, wire::MsgType::kAbort);
     EXPECT_EQ(p.hdr.status, static_cast<uint8_t>(wire::AbortReason::kAdmin));
+    for (uint16_t r = 0; r < 3; ++r) {
+      const auto q = check_sent_frame(tx.frames()[1 + r].bytes(), b, o, r, wire::MsgType::kAbort);
+      EXPECT_EQ(q.hdr.status, static_cast<uint8_t>(wire::AbortReason::kAdmin));
+    }
+    EXPECT_EQ(get(e.counters().group_frames), 1u);
 
     tx.clear();
     e.remove_job(13, wire::AbortReason::kNone, tx);   // no abort wanted
     e.remove_job(99, wire::AbortReason::kAdmin, tx);  // unknown: nothing
     EXPECT_TRUE(tx.frames().empty());
-    EXPECT_EQ(get(e.counters().aborts_sent), 5u);
+    EXPECT_EQ(get(e.counters().aborts_sent), 8u);
     EXPECT_EQ(mem.live_allocations, 0);
     EXPECT_EQ(get(e.counters().jobs_active), 0u);
 

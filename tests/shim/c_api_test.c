@@ -198,6 +198,7 @@ int main(void) {
   CHECK(cfg.rto_initial_us == 5000);
   CHECK(cfg.dtype == SUMCAST_FP32 && cfg.op == SUMCAST_SUM);
   CHECK(cfg.deterministic == 0);
+  CHECK(cfg.multicast == 0);
 
   /* Errors before any communicator exists go to sumcast_last_error(NULL). */
   sumcast_comm* comm = (sumcast_comm*)&cfg;

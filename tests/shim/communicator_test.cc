@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -296,6 +298,90 @@ TEST(Communicator, UnreachableApplianceFailsCreationNamingIt) {
   auto r = Communicator::create(c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("127.0.0.1:1"), std::string::npos) << r.status().message();
+}
+
+// Results by multicast through the embedded service on loopback: every rank joins the job's
+// group, gets its results there, exact; a failed communicator has left the group before it is
+// destroyed; a rank that did not ask keeps unicast results.
+TEST(Communicator, MulticastResultsComeByTheGroupWhichIsLeftOnFailure) {
+  embedded::ServiceOptions so;
+  so.multicast = true;
+  so.multicast_group = group_text(test_group(7));
+  auto service = start_service(so);
+  ASSERT_TRUE(service);
+  constexpr int kWorld = 3;
+  const size_t count = 40000;
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::unique_ptr<Communicator>> comms(kWorld);
+  uint32_t group = 0;
+  std::mutex mu;
+  Barrier joined(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "mcast", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    c.multicast = true;
+    auto comm = Communicator::create(c);
+    std::string& err = errors[static_cast<size_t>(rank)];
+    if (comm.ok()) {
+      const JobGrant& g = (*comm)->appliances()[0].grant;
+      if (!g.multicast) err = "not granted multicast";
+      const auto input = make_input(wire::Dtype::kFp32, count, rank, 1);
+      const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, kWorld, 1);
+      std::vector<uint8_t> got(want.size(), 0xA5);
+      const Status st = (*comm)->allreduce(input.data(), got.data(), count);
+      if (!st.ok())
+        err = st.to_string();
+      else if (first_mismatch(got, want, 4) != -1)
+        err = "wrong result";
+      const CommStats stats = (*comm)->stats();
+      if (err.empty() && stats.transport.group_results == 0) err = "no result came by the group";
+      std::lock_guard<std::mutex> lock(mu);
+      group = g.multicast_ip;
+      comms[static_cast<size_t>(rank)] = std::move(comm).value();
+    } else {
+      err = comm.status().to_string();
+    }
+    joined.arrive_and_wait();
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+  EXPECT_EQ(group, test_group(7));
+  EXPECT_TRUE(joined_on_lo(group)) << "the ranks are members while their communicators live";
+
+  // The appliance goes away: every communicator fails, and leaves the group at once.
+  service->stop();
+  for (auto& comm : comms) {
+    float x = 1;
+    EXPECT_FALSE(comm->allreduce(&x, &x, 1).ok());
+    EXPECT_FALSE(comm->health().ok());
+  }
+  EXPECT_FALSE(joined_on_lo(group)) << "failed communicators still hold the group";
+  comms.clear();
+}
+
+TEST(Communicator, MulticastWishOnAServiceThatDoesNotAllowItGetsUnicastResults) {
+  auto service = start_service();  // multicast off
+  ASSERT_TRUE(service);
+  std::vector<std::string> errors(2);
+  run_ranks(2, [&](int rank) {
+    CommConfig c = base_config({service.get()}, "wish", static_cast<uint16_t>(rank), 2, wire::Dtype::kFp32);
+    c.multicast = true;
+    auto comm = Communicator::create(c);
+    std::string& err = errors[static_cast<size_t>(rank)];
+    if (!comm.ok()) {
+      err = comm.status().to_string();
+      return;
+    }
+    if ((*comm)->appliances()[0].grant.multicast) err = "granted multicast";
+    const auto input = make_input(wire::Dtype::kFp32, 3000, rank, 2);
+    const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, 3000, 2, 2);
+    std::vector<uint8_t> got(want.size(), 0xA5);
+    const Status st = (*comm)->allreduce(input.data(), got.data(), 3000);
+    if (!st.ok())
+      err = st.to_string();
+    else if (first_mismatch(got, want, 4) != -1)
+      err = "wrong result";
+    if (err.empty() && (*comm)->stats().transport.group_results != 0) err = "results on a group";
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
 }
 
 }  // namespace

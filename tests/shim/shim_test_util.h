@@ -3,6 +3,7 @@
 // a transport decorator that loses, duplicates and reorders packets with a seeded RNG.
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,7 +12,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -53,6 +56,34 @@ inline std::unique_ptr<embedded::Service> start_service(embedded::ServiceOptions
   }
   ADD_FAILURE() << "cannot start the embedded service: " << last.to_string();
   return nullptr;
+}
+
+// Multicast groups for loopback tests, distinct per process (k = 0, 1, ...) so that concurrent
+// runs do not hear each other.
+inline uint32_t test_group(uint32_t k) {
+  const auto pid = static_cast<uint32_t>(getpid());
+  return (239u << 24) | (255u << 16) | ((200u + pid % 50u) << 8) | ((pid / 50u * 3u + k) % 250u + 1u);
+}
+inline std::string group_text(uint32_t g) {
+  return std::to_string(g >> 24) + "." + std::to_string((g >> 16) & 0xFF) + "." + std::to_string((g >> 8) & 0xFF) +
+         "." + std::to_string(g & 0xFF);
+}
+
+// Whether this namespace's kernel lists `group` as joined on lo (/proc/net/igmp: the group as a
+// native-order read of its network-order bytes, in hex).
+inline bool joined_on_lo(uint32_t group) {
+  std::ifstream f("/proc/net/igmp");
+  std::string line;
+  bool in_lo = false;
+  char want[16];
+  std::snprintf(want, sizeof(want), "%08X", htonl(group));
+  while (std::getline(f, line)) {
+    if (!line.empty() && line[0] != '\t' && line[0] != ' ') {
+      in_lo = line.find("\tlo") != std::string::npos || line.find(" lo") != std::string::npos;
+    }
+    if (in_lo && line.find(want) != std::string::npos) return true;
+  }
+  return false;
 }
 
 inline CommConfig base_config(const std::vector<const embedded::Service*>& services, const std::string& job,
@@ -236,6 +267,7 @@ class ImpairedTransport final : public Transport {
 
   Endpoint local_endpoint() const override { return inner_->local_endpoint(); }
   Result<uint32_t> add_peer(const PeerSpec& spec) override { return inner_->add_peer(spec); }
+  void leave_groups() override { inner_->leave_groups(); }
   size_t packet_capacity(size_t payload_len) const override { return inner_->packet_capacity(payload_len); }
   size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
                const uint8_t* payload) override {

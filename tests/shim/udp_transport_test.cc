@@ -12,10 +12,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
+#include "shim_test_util.h"
 #include "sumcast/icrc/icrc.h"
+#include "sumcast/shim/address.h"
 #include "sumcast/wire/packet.h"
 
 namespace sumcast::shim {
@@ -314,6 +319,96 @@ TEST(UdpTransport, DropReasonNamesMatchTheWireForStructuralReasons) {
   EXPECT_STREQ(drop_reason_name(DropReason::kBadLength), wire::parse_error_name(wire::ParseError::kBadLength));
   EXPECT_STREQ(drop_reason_name(DropReason::kBadIcrc), "bad_icrc");
   EXPECT_STREQ(drop_reason_name(DropReason::kChunkMismatch), "chunk_mismatch");
+}
+
+// ---- Multicast results ------------------------------------------------------------------------
+
+using testing::joined_on_lo;
+using testing::test_group;
+
+// Sends from `a` to group:4791, ICRC stamped with the group as destination (as sumcastd does).
+void send_to_group(const Appliance& a, uint32_t group, const wire::SumcastHeader& h,
+                   uint32_t dest_qp = wire::kMulticastQpn) {
+  Endpoint g;
+  g.ip = group;
+  g.udp_port = wire::kRoceUdpPort;
+  const in_addr ifa{htonl(a.ip)};
+  ASSERT_EQ(setsockopt(a.fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)), 0);
+  a.send_to(g, a.result(g, h, dest_qp, kQkey, std::vector<uint8_t>(16, 0x11)));
+}
+
+TEST(UdpTransport, MulticastResultsReachEveryJoinedWorkerOfTheJobAndNoOther) {
+  Appliance app;
+  const uint32_t g1 = test_group(0), g2 = test_group(1);
+  // Two workers of job kJob on one host (one group, SO_REUSEADDR), one of another job.
+  auto a = open_transport(), b = open_transport(), c = open_transport();
+  ASSERT_TRUE(a && b && c);
+  PeerSpec pa = peer_of(app);
+  pa.group = g1;
+  PeerSpec pb = pa;
+  pb.rank = 2;
+  PeerSpec pc = peer_of(app);
+  pc.job_id = kJob + 1;
+  pc.group = g2;
+  ASSERT_TRUE(a->add_peer(pa).ok());
+  auto added = b->add_peer(pb);
+  ASSERT_TRUE(added.ok()) << added.status().to_string();
+  ASSERT_TRUE(c->add_peer(pc).ok());
+  EXPECT_NE(a->wait_fd(), -1);
+  EXPECT_TRUE(joined_on_lo(g1));
+  EXPECT_TRUE(joined_on_lo(g2));
+
+  send_to_group(app, g1, result_header(wire::kRankMulticast));
+  std::vector<std::vector<uint8_t>> pay;
+  for (UdpTransport* t : {a.get(), b.get()}) {
+    const auto got = receive_n(*t, 1, &pay);
+    ASSERT_EQ(got.size(), 1u) << t->describe();
+    EXPECT_EQ(got[0].hdr.rank, wire::kRankMulticast);
+    EXPECT_EQ(t->counters().group_results, 1u);
+    EXPECT_EQ(t->counters().results, 1u);
+  }
+  // Job kJob's frame on job kJob+1's group is not c's: counted, never handed on.
+  send_to_group(app, g2, result_header(wire::kRankMulticast));
+  EXPECT_TRUE(receive_n(*c, 1, &pay).empty());
+  EXPECT_EQ(c->counters().drops[static_cast<size_t>(DropReason::kUnknownJob)], 1u);
+  EXPECT_EQ(c->counters().results, 0u);
+  // On the group, only frames addressed to the group: a rank's own frame or QPN is not.
+  send_to_group(app, g1, result_header(1));
+  send_to_group(app, g1, result_header(wire::kRankMulticast), a->local_endpoint().qpn);
+  EXPECT_TRUE(receive_n(*a, 3, &pay).empty());
+  EXPECT_EQ(a->counters().drops[static_cast<size_t>(DropReason::kBadRank)], 1u);
+  EXPECT_EQ(a->counters().drops[static_cast<size_t>(DropReason::kBadDestQp)], 1u);
+  // Unicast results still arrive on the worker's own socket.
+  app.send_to(a->local_endpoint(), app.result(a->local_endpoint(), result_header(1), a->local_endpoint().qpn, kQkey,
+                                              std::vector<uint8_t>(16, 0x22)));
+  ASSERT_EQ(receive_n(*a, 4, &pay).size(), 1u);
+  EXPECT_EQ(a->counters().results, 2u);
+  EXPECT_EQ(a->counters().group_results, 1u);
+
+  // Leaving: the memberships are gone at once; b still holds g1.
+  a->leave_groups();
+  a->leave_groups();  // idempotent
+  EXPECT_TRUE(joined_on_lo(g1)) << "b still a member";
+  b.reset();
+  EXPECT_FALSE(joined_on_lo(g1));
+  c.reset();  // the destructor leaves too
+  EXPECT_FALSE(joined_on_lo(g2));
+}
+
+TEST(UdpTransport, AGroupOutside224Slash4IsRefusedAndNoPeerAdded) {
+  Appliance app;
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  PeerSpec p = peer_of(app);
+  p.group = 0x0A000001;
+  auto r = t->add_peer(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("224.0.0.0/4"), std::string::npos) << r.status().to_string();
+  p.group = 0;
+  auto ok = t->add_peer(p);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, 0u) << "the refused peer took no index";
 }
 
 }  // namespace

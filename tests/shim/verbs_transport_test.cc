@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "sumcast/shim/communicator.h"
@@ -131,6 +133,85 @@ TEST(VerbsTransport, CommunicatorReportsAVerbsTransportThatCannotOpen) {
   auto r = Communicator::create(c);
   if (r.ok()) GTEST_SKIP() << "a RoCE device holds 127.0.0.1";
   EXPECT_NE(r.status().message().find("verbs"), std::string::npos) << r.status().to_string();
+}
+
+// ---- The multicast seam: GroupMembership over fake attach / detach operations -------------------
+
+struct FakeQp {
+  int attach_rc = 0;  // what the next attach returns
+  int detach_rc = 0;
+  std::vector<std::vector<uint8_t>> attached;  // GIDs, in order
+  std::vector<std::vector<uint8_t>> detached;
+  std::vector<uint16_t> lids;
+};
+int fake_attach(void* qp, const uint8_t gid[16], uint16_t lid) {
+  auto* q = static_cast<FakeQp*>(qp);
+  q->lids.push_back(lid);
+  if (q->attach_rc != 0) return q->attach_rc;
+  q->attached.emplace_back(gid, gid + 16);
+  return 0;
+}
+int fake_detach(void* qp, const uint8_t gid[16], uint16_t /*lid*/) {
+  auto* q = static_cast<FakeQp*>(qp);
+  q->detached.emplace_back(gid, gid + 16);
+  return q->detach_rc;
+}
+std::vector<uint8_t> mapped(uint32_t ip) {
+  std::vector<uint8_t> g(16);
+  verbs::ipv4_mapped_gid(ip, g.data());
+  return g;
+}
+
+TEST(VerbsMulticast, JoinAttachesTheIpv4MappedGidOnceAndLeaveDetachesEach) {
+  FakeQp qp;
+  verbs::GroupMembership m({fake_attach, fake_detach}, &qp);
+  ASSERT_TRUE(m.join(0xEFFF4D03).ok());
+  ASSERT_TRUE(m.join(0xEFFF4D03).ok());  // already attached: no second attach
+  ASSERT_TRUE(m.join(0xEFFF4D04).ok());
+  ASSERT_EQ(qp.attached.size(), 2u);
+  EXPECT_EQ(qp.attached[0], mapped(0xEFFF4D03));
+  EXPECT_EQ(qp.attached[1], mapped(0xEFFF4D04));
+  EXPECT_EQ(qp.lids, (std::vector<uint16_t>{0, 0}));  // RoCE: no multicast LID
+  EXPECT_EQ(m.groups().size(), 2u);
+  m.leave_all();
+  m.leave_all();  // idempotent
+  ASSERT_EQ(qp.detached.size(), 2u);
+  EXPECT_EQ(qp.detached[0], mapped(0xEFFF4D03));
+  EXPECT_EQ(qp.detached[1], mapped(0xEFFF4D04));
+  EXPECT_TRUE(m.groups().empty());
+  EXPECT_EQ(m.detach_failures(), 0u);
+}
+
+TEST(VerbsMulticast, AFailedAttachNamesTheGroupAndTheErrorAndJoinsNothing) {
+  FakeQp qp;
+  qp.attach_rc = EPERM;
+  verbs::GroupMembership m({fake_attach, fake_detach}, &qp);
+  const Status st = m.join(0xEFFF4D05);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("239.255.77.5"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("ibv_attach_mcast"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find(std::strerror(EPERM)), std::string::npos) << st.to_string();
+  EXPECT_TRUE(m.groups().empty());
+  m.leave_all();
+  EXPECT_TRUE(qp.detached.empty()) << "nothing was attached, nothing to detach";
+  // Not a group at all: refused before the QP is touched.
+  qp.lids.clear();
+  const Status bad = m.join(0x0A000001);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(qp.lids.empty());
+}
+
+TEST(VerbsMulticast, AFailedDetachIsCountedAndTheGroupForgotten) {
+  FakeQp qp;
+  verbs::GroupMembership m({fake_attach, fake_detach}, &qp);
+  ASSERT_TRUE(m.join(0xEFFF4D06).ok());
+  qp.detach_rc = EINVAL;
+  m.leave_all();
+  EXPECT_EQ(m.detach_failures(), 1u);
+  EXPECT_TRUE(m.groups().empty());
+  m.leave_all();
+  EXPECT_EQ(qp.detached.size(), 1u);
+  EXPECT_EQ(m.detach_failures(), 1u);
 }
 
 }  // namespace

@@ -213,6 +213,10 @@ Snapshot sample_snapshot() {
   a.running = true;
   a.slots_completed = 12345;
   a.seconds_since_progress = 0.5;
+  a.multicast = true;
+  a.multicast_group = "239.255.77.3";
+  a.group_frames = 321;
+  a.unicast_answers = 4;
   JobMetrics b;
   b.job_id = 9;
   b.name = "waiting";
@@ -256,6 +260,11 @@ TEST(PrometheusTest, OutputParsesAndEveryValueIsTheSnapshots) {
   EXPECT_EQ(value(p, "sumcast_job_running", a), 1);
   EXPECT_EQ(value(p, "sumcast_job_slots_completed_total", a), 12345);
   EXPECT_EQ(value(p, "sumcast_job_seconds_since_progress", a), 0.5);
+  EXPECT_EQ(
+      value(p, "sumcast_job_multicast", {{"job_id", "7"}, {"job_name", s.jobs[0].name}, {"group", "239.255.77.3"}}), 1);
+  EXPECT_EQ(value(p, "sumcast_job_group_frames_total", a), 321);
+  EXPECT_EQ(value(p, "sumcast_job_unicast_answers_total", a), 4);
+  EXPECT_EQ(value(p, "sumcast_job_multicast", {{"job_id", "9"}, {"job_name", "waiting"}, {"group", ""}}), 0);
   const LabelSet b = {{"job_id", "9"}, {"job_name", "waiting"}};
   EXPECT_EQ(value(p, "sumcast_job_registered_ranks", b), 2);
   EXPECT_EQ(value(p, "sumcast_job_running", b), 0);

@@ -86,6 +86,7 @@ struct Options {
   bool in_place = false;
   bool json = false;
   bool deterministic = false;
+  bool multicast = false;
   bool real_inputs = false;
   std::string dump;  // file for the first local rank's results (each size's last iteration)
   std::string bind_ip;
@@ -131,6 +132,8 @@ void usage(FILE* f) {
                "                             poisoned before each call, so a result not written is wrong)\n"
                "  --in-place                 send buffer = receive buffer (inputs rewritten each time)\n"
                "  --deterministic            ask for deterministic summation (docs/fidelity.md)\n"
+               "  --multicast                ask for results by IPv4 multicast (the appliance must allow\n"
+               "                             it; the counters line then shows multicast=1)\n"
                "  --inputs int|real          integer inputs (default; exact sums) or non-integer ones of\n"
                "                             mixed magnitudes (sums depend on the order of additions;\n"
                "                             --check then needs --deterministic)\n"
@@ -255,6 +258,8 @@ int parse_args(int argc, char** argv, Options* o) {
       o->deterministic = true;
     } else if (a == "--verbose") {
       o->verbose = true;
+    } else if (a == "--multicast") {
+      o->multicast = true;
     } else if ((v = need(i)) == nullptr) {
       return 2;
     } else if (a == "--appliance" || a == "--host-agg") {
@@ -867,6 +872,7 @@ int main(int argc, char** argv) {
   base.retries = o.retries;
   base.op_timeout_ms = o.op_timeout_ms;
   base.deterministic = o.deterministic;
+  base.multicast = o.multicast;
 
   const bool printer = o.rank == 0;
   if (printer && !o.json) {

@@ -301,19 +301,26 @@ int cmd_jobs(const Options& o) {
     std::printf("%s\n", sumcast::ctl::to_json(jobs.value(), 2).c_str());
     return 0;
   }
-  std::printf("%8s  %-20s %5s %10s %6s %4s %8s %16s %18s\n", "job_id", "name", "world", "registered", "dtype", "op",
-              "running", "slots_completed", "ms_since_progress");
+  std::printf("%8s  %-20s %5s %10s %6s %4s %8s %16s %18s  %s\n", "job_id", "name", "world", "registered", "dtype", "op",
+              "running", "slots_completed", "ms_since_progress", "results");
   uint64_t shown = 0;
   for (const auto& [key, j] : jobs->members()) {
     if (key.rfind("job", 0) != 0 || !j.is_object()) continue;
     const JsonValue* name = j.find("name");
     const JsonValue* dtype = j.find("dtype");
     const JsonValue* op = j.find("op");
-    std::printf("%8" PRIu64 "  %-20s %5" PRIu64 " %10" PRIu64 " %6s %4s %8s %16" PRIu64 " %18" PRIu64 "\n",
+    const JsonValue* group = j.find("multicast_group");
+    // Results by multicast: the group, its frames and the unicast answers; else one per member.
+    const std::string results = j.uint_at("multicast") != 0 && group != nullptr
+                                    ? "multicast " + group->as_string() + " (" +
+                                          std::to_string(j.uint_at("group_frames")) + " to the group, " +
+                                          std::to_string(j.uint_at("unicast_answers")) + " unicast answers)"
+                                    : "unicast";
+    std::printf("%8" PRIu64 "  %-20s %5" PRIu64 " %10" PRIu64 " %6s %4s %8s %16" PRIu64 " %18" PRIu64 "  %s\n",
                 j.uint_at("job_id"), name != nullptr ? name->as_string().c_str() : "?", j.uint_at("world_size"),
                 j.uint_at("registered"), dtype != nullptr ? dtype->as_string().c_str() : "?",
                 op != nullptr ? op->as_string().c_str() : "?", j.uint_at("running") != 0 ? "yes" : "no",
-                j.uint_at("slots_completed"), j.uint_at("ms_since_progress"));
+                j.uint_at("slots_completed"), j.uint_at("ms_since_progress"), results.c_str());
     ++shown;
   }
   if (shown == 0) std::printf("(no jobs)\n");

@@ -121,12 +121,14 @@ struct Job {
   w::Dtype dtype = w::Dtype::kFp32;
   w::ReduceOp op = w::ReduceOp::kSum;
   bool deterministic = false;      // REGISTER flag (docs/fidelity.md); every rank must agree
+  bool multicast_wanted = false;   // REGISTER flag; every rank must agree
   std::vector<JobMember> members;  // index = rank
   uint16_t registered = 0;
   Clock::time_point first_registration;
   bool running = false;
   uint32_t job_id = 0;
-  uint32_t mcast_index = 0;
+  bool multicast = false;    // running with results to its group (wanted and allowed)
+  uint32_t mcast_index = 0;  // its group is multicast_base_ip + this (multicast jobs only)
   uint64_t progress = 0;
   Clock::time_point last_change;  // progress changed (running) or a rank registered (pending)
 };
@@ -671,6 +673,12 @@ void Server::Impl::handle_register(Conn& c, const w::RegisterMsg& m, Clock::time
                         " deterministic summation; the job's other ranks " + (job->deterministic ? "do" : "do not"),
                     now);
     }
+    if (job->multicast_wanted != m.multicast) {
+      return refuse(c, RefuseCode::kJobMismatch,
+                    who + (m.multicast ? " asks for" : " does not ask for") +
+                        " results by multicast; the job's other ranks " + (job->multicast_wanted ? "do" : "do not"),
+                    now);
+    }
     if (job->world_size != m.world_size || job->dtype != m.dtype || job->op != m.op) {
       return refuse(c, RefuseCode::kJobMismatch,
                     who + " asks for world size " + std::to_string(m.world_size) + ", " + w::dtype_name(m.dtype) +
@@ -693,6 +701,7 @@ void Server::Impl::handle_register(Conn& c, const w::RegisterMsg& m, Clock::time
     j.dtype = m.dtype;
     j.op = m.op;
     j.deterministic = m.deterministic;
+    j.multicast_wanted = m.multicast;
     j.members.resize(m.world_size);
     j.first_registration = now;
     job = &jobs.emplace(j.key, std::move(j)).first->second;
@@ -726,12 +735,15 @@ void Server::Impl::withdraw(Job& job, uint16_t rank) {
 void Server::Impl::start_job(Job& job, Clock::time_point now) {
   uint32_t job_id = next_job_id++;
   if (job_id == 0) job_id = next_job_id++;
-  // The lowest multicast index no running job uses (indices stay below max_jobs).
+  // A job gets results by multicast when its ranks asked and the appliance allows it; its group
+  // is the lowest index no running multicast job uses (indices stay below max_jobs, so every
+  // group is in the configured range and no two live jobs share one).
+  const bool multicast = job.multicast_wanted && opt.multicast;
   uint32_t index = 0;
-  for (bool taken = true; taken;) {
+  for (bool taken = multicast; taken;) {
     taken = false;
     for (const auto& [key, j] : jobs) {
-      if (j.running && j.mcast_index == index) {
+      if (j.running && j.multicast && j.mcast_index == index) {
         taken = true;
         ++index;
         break;
@@ -751,8 +763,8 @@ void Server::Impl::start_job(Job& job, Clock::time_point now) {
     spec.max_payload_bytes = std::min(spec.max_payload_bytes, mem.payload_bytes);
     spec.members.push_back(mem.endpoint);
   }
-  spec.multicast = opt.multicast;
-  if (opt.multicast) {
+  spec.multicast = multicast;
+  if (multicast) {
     spec.mcast_ip = opt.multicast_base_ip + index;
     const uint8_t mac[6] = {0x01,
                             0x00,
@@ -777,6 +789,7 @@ void Server::Impl::start_job(Job& job, Clock::time_point now) {
   }
   job.running = true;
   job.job_id = job_id;
+  job.multicast = multicast;
   job.mcast_index = index;
   job.progress = sink->progress(job_id);
   job.last_change = now;
@@ -910,6 +923,8 @@ void Server::Impl::publish() {
     s.info.op = j.op;
     s.info.running = j.running;
     s.info.slots_completed = j.progress;
+    s.info.multicast = j.running && j.multicast;
+    s.info.multicast_ip = s.info.multicast ? opt.multicast_base_ip + j.mcast_index : 0;
     s.info.ms_since_progress = 0;
     s.last_change = j.last_change;
     snap.push_back(std::move(s));

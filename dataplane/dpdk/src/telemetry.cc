@@ -40,6 +40,7 @@ std::string telemetry_safe_long(const std::string& s) {
   X(duplicates) \
   X(retransmits_answered) \
   X(results_sent) \
+  X(group_frames) \
   X(aborts_sent) \
   X(arp_replies) \
   X(jobs_active)
@@ -120,6 +121,26 @@ int handle_stats(const char* /*cmd*/, const char* params, rte_tel_data* d) {
   return 0;
 }
 
+// How a job's results left the appliance, summed over cores (zero for a job not running).
+struct JobTraffic {
+  std::string group;  // dotted quad, "" unless multicast
+  uint64_t group_frames = 0;
+  uint64_t unicast_answers = 0;
+};
+JobTraffic job_traffic(const TelemetrySource& source, const control::JobInfo& j) {
+  JobTraffic t;
+  if (j.multicast) t.group = format_ipv4(j.multicast_ip);
+  if (!j.running) return t;
+  for (const LcoreContext* core : source.cores) {
+    for (const engine::JobProgress& p : core->engine->progress()) {
+      if (p.job_id != j.job_id) continue;
+      t.group_frames += p.group_frames;
+      t.unicast_answers += p.unicast_answers;
+    }
+  }
+  return t;
+}
+
 int handle_jobs(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
   std::shared_lock<std::shared_mutex> lock(g_mu);
   if (g_source == nullptr || g_source->server == nullptr) return -1;
@@ -139,6 +160,12 @@ int handle_jobs(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(c, "running", j.running ? 1 : 0);
     rte_tel_data_add_dict_u64(c, "slots_completed", j.slots_completed);
     rte_tel_data_add_dict_u64(c, "ms_since_progress", j.ms_since_progress);
+    // Results by multicast: the group, and the job's frames to it and unicast answers, over cores.
+    const JobTraffic t = job_traffic(*g_source, j);
+    rte_tel_data_add_dict_u64(c, "multicast", j.multicast ? 1 : 0);
+    rte_tel_data_add_dict_string(c, "multicast_group", t.group.c_str());
+    rte_tel_data_add_dict_u64(c, "group_frames", t.group_frames);
+    rte_tel_data_add_dict_u64(c, "unicast_answers", t.unicast_answers);
     add_container(d, "job" + std::to_string(j.job_id), c);
   }
   const control::ServerCounters s = g_source->server->counters();
@@ -432,6 +459,11 @@ telemetry::Snapshot prometheus_snapshot(const TelemetrySource& source) {
       m.running = j.running;
       m.slots_completed = j.slots_completed;
       m.seconds_since_progress = static_cast<double>(j.ms_since_progress) / 1000.0;
+      const JobTraffic t = job_traffic(source, j);
+      m.multicast = j.multicast;
+      m.multicast_group = t.group;
+      m.group_frames = t.group_frames;
+      m.unicast_answers = t.unicast_answers;
       s.jobs.push_back(std::move(m));
     }
     const control::ServerCounters sc = source.server->counters();

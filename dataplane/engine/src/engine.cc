@@ -136,7 +136,9 @@ struct Job {
 struct ProgressEntry {
   std::atomic<uint64_t> key{0};  // kActiveBit | job_id while the record holds a job, else 0
   std::atomic<uint64_t> completed{0};
-  std::atomic<uint64_t> opened{0};  // rounds opened; opened - completed = rounds waiting for ranks
+  std::atomic<uint64_t> opened{0};           // rounds opened; opened - completed = rounds waiting for ranks
+  std::atomic<uint64_t> group_frames{0};     // results and aborts sent to the job's group
+  std::atomic<uint64_t> unicast_answers{0};  // stored results re-sent to one member
 };
 constexpr uint64_t kActiveBit = uint64_t{1} << 32;
 
@@ -476,7 +478,10 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
       rh.status = 0;
       rh.flags = static_cast<uint8_t>(r & 1);
       const size_t len = size_t{v.elem_count} * wire::dtype_size(j.dtype);
-      if (emit(j, rh, j.result(c.local, p), len, h.rank, tx)) bump(counters.retransmits_answered);
+      if (emit(j, rh, j.result(c.local, p), len, h.rank, tx)) {
+        bump(counters.retransmits_answered);
+        bump(progress[j.index].unicast_answers);
+      }
       return;
     }
     drop(DropReason::kStaleRound);  // idle: this round never ran here
@@ -633,6 +638,10 @@ bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payl
   tx.submit(buf, static_cast<uint32_t>(flen));
   bump(counters.tx_packets);
   bump(counters.tx_bytes, flen);
+  if (rank == wire::kRankMulticast) {
+    bump(counters.group_frames);
+    bump(progress[j.index].group_frames);
+  }
   return true;
 }
 
@@ -799,6 +808,8 @@ Status Engine::add_job(const JobSpec& spec) {
   ProgressEntry& pe = m.progress[index];
   pe.completed.store(0, std::memory_order_relaxed);
   pe.opened.store(0, std::memory_order_relaxed);
+  pe.group_frames.store(0, std::memory_order_relaxed);
+  pe.unicast_answers.store(0, std::memory_order_relaxed);
   pe.key.store(kActiveBit | spec.job_id, std::memory_order_release);
   ++m.active_jobs;
   bump(m.counters.jobs_active);
@@ -816,12 +827,11 @@ void Engine::remove_job(uint32_t job_id, wire::AbortReason reason, TxSink& tx) {
     h.op = j->op;
     h.job_id = j->job_id;
     h.status = static_cast<uint8_t>(reason);
+    // To every member, and for a multicast job to its group as well: a member that left the
+    // group (or whose switch does not forward it) still learns of the abort.
     uint64_t sent = 0;
-    if (j->multicast) {
-      sent += m.emit(*j, h, nullptr, 0, wire::kRankMulticast, tx) ? 1 : 0;
-    } else {
-      for (uint32_t r = 0; r < j->world; ++r) sent += m.emit(*j, h, nullptr, 0, static_cast<uint16_t>(r), tx) ? 1 : 0;
-    }
+    if (j->multicast) sent += m.emit(*j, h, nullptr, 0, wire::kRankMulticast, tx) ? 1 : 0;
+    for (uint32_t r = 0; r < j->world; ++r) sent += m.emit(*j, h, nullptr, 0, static_cast<uint16_t>(r), tx) ? 1 : 0;
     bump(m.counters.aborts_sent, sent);
     tx.flush();
   }
@@ -903,7 +913,8 @@ std::vector<JobProgress> Engine::progress() const {
     if ((key & kActiveBit) == 0) continue;
     // Approximate while the lcore runs: consumers treat opened < completed as no rounds waiting.
     const uint64_t completed = e.completed.load(std::memory_order_acquire);
-    out.push_back({static_cast<uint32_t>(key), completed, e.opened.load(std::memory_order_acquire)});
+    out.push_back({static_cast<uint32_t>(key), completed, e.opened.load(std::memory_order_acquire),
+                   e.group_frames.load(std::memory_order_relaxed), e.unicast_answers.load(std::memory_order_relaxed)});
   }
   return out;
 }

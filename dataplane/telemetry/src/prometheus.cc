@@ -26,6 +26,7 @@ constexpr Help kCoreHelp[] = {
     {"duplicates", "Contributions to an open round from a rank already counted (ignored)."},
     {"retransmits_answered", "Stored results re-sent to one worker that missed them."},
     {"results_sent", "Result frames sent."},
+    {"group_frames", "Result and abort frames sent to a multicast job's group (one each)."},
     {"aborts_sent", "Abort frames sent to members of failed jobs."},
     {"arp_replies", "ARP replies sent for the data address."},
     {"jobs_active", "Jobs installed on the engine core."},
@@ -230,6 +231,17 @@ std::string render_prometheus(const Snapshot& s) {
     for (const JobMetrics& j : s.jobs) {
       w.sample("sumcast_job_seconds_since_progress", job_labels(j), j.seconds_since_progress);
     }
+    w.family("sumcast_job_multicast", "gauge", "1 when the job's results go to its multicast group (label group).");
+    for (const JobMetrics& j : s.jobs) {
+      Labels l = job_labels(j);
+      l.emplace_back("group", j.multicast_group);
+      w.sample("sumcast_job_multicast", l, uint64_t{j.multicast ? 1u : 0u});
+    }
+    w.family("sumcast_job_group_frames_total", "counter", "Frames of the job sent to its multicast group.");
+    for (const JobMetrics& j : s.jobs) w.sample("sumcast_job_group_frames_total", job_labels(j), j.group_frames);
+    w.family("sumcast_job_unicast_answers_total", "counter",
+             "Stored results of the job re-sent by unicast to the one rank that asked again.");
+    for (const JobMetrics& j : s.jobs) w.sample("sumcast_job_unicast_answers_total", job_labels(j), j.unicast_answers);
   }
 
   for (const NamedValue& c : s.control) {

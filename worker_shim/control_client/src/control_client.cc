@@ -248,6 +248,7 @@ Result<JobGrant> ControlClient::register_rank(const RegisterRequest& req, uint32
   m.qpn = req.endpoint.qpn;
   m.name = req.job_name;
   m.deterministic = req.deterministic;
+  m.multicast = req.multicast;
   SUMCAST_RETURN_IF_ERROR(s.send_msg(m, deadline));
 
   const std::string what = "rank " + std::to_string(req.rank) + " of job '" + req.job_name + "'";

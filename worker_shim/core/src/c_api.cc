@@ -182,6 +182,7 @@ sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** 
     }
     cc.rdma_device = c.rdma_device != nullptr ? c.rdma_device : "";
     cc.deterministic = c.deterministic != 0;
+    cc.multicast = c.multicast != 0;
     auto created = sumcast::shim::Communicator::create(cc);
     if (!created.ok()) {
       t_create_error = created.status().message();

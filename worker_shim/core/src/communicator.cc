@@ -219,6 +219,7 @@ Status Communicator::init() {
     req.slots = c.slots;
     req.endpoint = me;
     req.deterministic = c.deterministic;
+    req.multicast = c.multicast;
     auto grant = a.control->register_rank(req, c.register_timeout_ms);
     if (!grant.ok()) {
       return Status(grant.status().code(), "appliance " + a.address + ": registering rank " + std::to_string(c.rank) +
@@ -226,10 +227,9 @@ Status Communicator::init() {
     }
     a.grant = std::move(grant).value();
     const JobGrant& g = a.grant;
-    if (g.multicast) {
-      return Status::unavailable("appliance " + a.address +
-                                 " sends results by multicast, which the UDP transport "
-                                 "does not receive yet");
+    if (g.multicast && (g.multicast_ip >> 28) != 0xE) {
+      return Status::internal("appliance " + a.address + " granted results by multicast to " +
+                              format_ipv4(g.multicast_ip) + ", which is no multicast group");
     }
     if (c.deterministic && !g.deterministic) {
       return Status::unavailable("appliance " + a.address + " did not grant deterministic summation");
@@ -249,6 +249,7 @@ Status Communicator::init() {
     ps.rank = c.rank;
     ps.dtype = c.dtype;
     ps.op = c.op;
+    ps.group = g.multicast ? g.multicast_ip : 0;
     auto peer = transport_->add_peer(ps);
     if (!peer.ok()) return Status(peer.status().code(), "appliance " + a.address + ": " + peer.status().message());
     a.peer = *peer;
@@ -626,6 +627,7 @@ void Communicator::fail(Status status) {
     a->busy = 0;
   }
   tx_.clear();
+  transport_->leave_groups();  // a failed communicator receives nothing more
 }
 
 void Communicator::progress(int timeout_ms) {
@@ -742,6 +744,9 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"rx_packets", s.transport.rx_packets},
       {"rx_bytes", s.transport.rx_bytes},
       {"rx_results", s.transport.results},
+      {"rx_group_results", s.transport.group_results},
+      {"multicast", static_cast<uint64_t>(std::count_if(infos_.begin(), infos_.end(),
+                                                        [](const ApplianceInfo& i) { return i.grant.multicast; }))},
       {"rx_aborts", s.transport.aborts},
   };
   for (size_t i = 1; i < kDropReasonCount; ++i) {  // skip "ok"

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,6 +29,8 @@ void set_buffer(int fd, int force_opt, int opt, int bytes) {
 UdpTransport::UdpTransport(const UdpTransportOptions& options) : options_(options) {}
 
 UdpTransport::~UdpTransport() {
+  leave_groups();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
   if (fd_ >= 0) close(fd_);
 }
 
@@ -88,12 +91,76 @@ Result<uint32_t> UdpTransport::add_peer(const PeerSpec& spec) {
     return Status::invalid_argument("appliance data endpoint " + format_ipv4(spec.ip) + ":" +
                                     std::to_string(spec.udp_port) + " is not usable");
   }
+  if (spec.group != 0) SUMCAST_RETURN_IF_ERROR(join(spec.group));
   Peer p{spec, {}};
   p.addr.sin_family = AF_INET;
   p.addr.sin_port = htons(spec.udp_port);
   p.addr.sin_addr.s_addr = htonl(spec.ip);
   peers_.push_back(p);
   return static_cast<uint32_t>(peers_.size() - 1);
+}
+
+Status UdpTransport::join(uint32_t group) {
+  const std::string what = describe() + ": multicast group " + format_ipv4(group);
+  if ((group >> 28) != 0xE) return Status::invalid_argument(what + " is not in 224.0.0.0/4");
+  for (const Group& g : groups_) {
+    if (g.ip == group) return {};  // two jobs never share a group, but one socket would serve both
+  }
+  Group g;
+  g.ip = group;
+  g.fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (g.fd < 0) return Status::from_errno(what + ": socket");
+  auto fail = [&](const std::string& call) {
+    const int err = errno;
+    close(g.fd);
+    return Status::from_errno(what + ": " + call, err);
+  };
+  const int one = 1, zero = 0;
+  if (setsockopt(g.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) return fail("setsockopt(SO_REUSEADDR)");
+  if (setsockopt(g.fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) != 0) {
+    return fail("setsockopt(IP_MULTICAST_ALL, 0)");
+  }
+  set_buffer(g.fd, SO_RCVBUFFORCE, SO_RCVBUF, options_.socket_buffer_bytes);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(wire::kRoceUdpPort);
+  at.sin_addr.s_addr = htonl(group);
+  if (bind(g.fd, reinterpret_cast<const sockaddr*>(&at), sizeof(at)) != 0) {
+    return fail("bind " + format_ipv4(group) + ":" + std::to_string(wire::kRoceUdpPort));
+  }
+  ip_mreqn mr{};
+  mr.imr_multiaddr.s_addr = htonl(group);
+  mr.imr_address.s_addr = htonl(ip_);  // the interface that holds our address
+  mr.imr_ifindex = 0;
+  if (setsockopt(g.fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) != 0) {
+    return fail("IP_ADD_MEMBERSHIP on the interface of " + format_ipv4(ip_));
+  }
+  if (epoll_fd_ < 0) {
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) return fail("epoll_create1");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd_;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev) != 0) return fail("epoll_ctl");
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = g.fd;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, g.fd, &ev) != 0) return fail("epoll_ctl");
+  groups_.push_back(g);
+  return {};
+}
+
+void UdpTransport::leave_groups() {
+  for (const Group& g : groups_) {
+    ip_mreqn mr{};
+    mr.imr_multiaddr.s_addr = htonl(g.ip);
+    mr.imr_address.s_addr = htonl(ip_);
+    (void)setsockopt(g.fd, IPPROTO_IP, IP_DROP_MEMBERSHIP, &mr, sizeof(mr));  // close() would drop it too
+    if (epoll_fd_ >= 0) (void)epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, g.fd, nullptr);
+    close(g.fd);
+  }
+  groups_.clear();
 }
 
 size_t UdpTransport::packet_capacity(size_t payload_len) const { return wire::roce_len(payload_len); }
@@ -179,7 +246,22 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
 size_t UdpTransport::receive(std::span<Received> out) {
   if (out.empty()) return 0;
   const size_t want = std::min(out.size(), rx_msgs_.size());
-  for (size_t i = 0; i < want; ++i) {
+  size_t accepted = 0;
+  size_t used = drain(fd_, ip_, port_, false, 0, out.first(want), &accepted);
+  for (const Group& g : groups_) {
+    if (used >= want) break;
+    size_t more = 0;
+    used += drain(g.fd, g.ip, wire::kRoceUdpPort, true, used, out.subspan(accepted, want - used), &more);
+    accepted += more;
+  }
+  return accepted;
+}
+
+size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first,
+                           std::span<Received> out, size_t* accepted) {
+  const size_t want = out.size();
+  if (want == 0) return 0;
+  for (size_t i = first; i < first + want; ++i) {
     msghdr& h = rx_msgs_[i].msg_hdr;
     h.msg_name = &rx_addr_[i];
     h.msg_namelen = sizeof(sockaddr_in);
@@ -191,12 +273,12 @@ size_t UdpTransport::receive(std::span<Received> out) {
   }
   int rc;
   do {
-    rc = recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+    rc = recvmmsg(fd, rx_msgs_.data() + first, static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
   } while (rc < 0 && errno == EINTR);
   if (rc <= 0) return 0;
   size_t n = 0;
-  for (int i = 0; i < rc; ++i) {
-    const uint8_t* data = rx_mem_.data() + static_cast<size_t>(i) * kRxBufLen;
+  for (size_t i = first; i < first + static_cast<size_t>(rc); ++i) {
+    const uint8_t* data = rx_mem_.data() + i * kRxBufLen;
     const size_t len = rx_msgs_[i].msg_len;
     ++counters_.rx_packets;
     counters_.rx_bytes += len;
@@ -218,6 +300,7 @@ size_t UdpTransport::receive(std::span<Received> out) {
       if (peers_[p].spec.ip != src_ip) continue;
       known_source = true;
       if (peers_[p].spec.job_id != pp.hdr.job_id) continue;
+      if (group && peers_[p].spec.group != dst_ip) continue;  // another job's group
       // Several appliances may share an address (embedded services); prefer the port match.
       if (peer < 0 || peers_[p].spec.udp_port == src_port) peer = static_cast<int>(p);
     }
@@ -237,9 +320,9 @@ size_t UdpTransport::receive(std::span<Received> out) {
     if (options_.verify_icrc) {
       icrc::UdpFields f;
       f.src_ip = src_ip;
-      f.dst_ip = ip_;
+      f.dst_ip = dst_ip;
       f.src_port = src_port;
-      f.dst_port = port_;
+      f.dst_port = dst_port;
       f.ip_id = 0;
       f.dont_fragment = true;
       if (!icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
@@ -251,12 +334,13 @@ size_t UdpTransport::receive(std::span<Received> out) {
       drop(DropReason::kNotResult);
       continue;
     }
-    if (pp.dest_qp != qpn_ && pp.dest_qp != wire::kMulticastQpn) {
+    if (group ? pp.dest_qp != wire::kMulticastQpn : (pp.dest_qp != qpn_ && pp.dest_qp != wire::kMulticastQpn)) {
       drop(DropReason::kBadDestQp);
       continue;
     }
     if (pp.hdr.type == wire::MsgType::kResult) {
-      if (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast) {
+      if (group ? pp.hdr.rank != wire::kRankMulticast
+                : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
         drop(DropReason::kBadRank);
         continue;
       }
@@ -269,6 +353,7 @@ size_t UdpTransport::receive(std::span<Received> out) {
         continue;
       }
       ++counters_.results;
+      if (group) ++counters_.group_results;
     } else {
       ++counters_.aborts;
     }
@@ -278,7 +363,8 @@ size_t UdpTransport::receive(std::span<Received> out) {
     r.payload = pp.payload;
     r.payload_len = static_cast<uint32_t>(pp.payload_len);
   }
-  return n;
+  *accepted = n;
+  return static_cast<size_t>(rc);
 }
 
 std::string UdpTransport::describe() const { return "udp " + format_ipv4(ip_) + ":" + std::to_string(port_); }

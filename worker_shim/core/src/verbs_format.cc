@@ -1,8 +1,11 @@
 #include "sumcast/shim/verbs_format.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "sumcast/endian.h"
+#include "sumcast/shim/address.h"
 
 namespace sumcast::shim::verbs {
 
@@ -18,6 +21,28 @@ bool gid_ipv4(const uint8_t gid[16], uint32_t* ip) {
   if (std::memcmp(gid, kPrefix, sizeof(kPrefix)) != 0) return false;
   *ip = load_be32(gid + 12);
   return true;
+}
+
+Status GroupMembership::join(uint32_t group) {
+  const std::string what = "verbs: multicast group " + format_ipv4(group);
+  if ((group >> 28) != 0xE) return Status::invalid_argument(what + " is not in 224.0.0.0/4");
+  if (std::find(groups_.begin(), groups_.end(), group) != groups_.end()) return {};
+  if (ops_.attach == nullptr) return Status::internal(what + ": no attach operation");
+  uint8_t gid[16];
+  ipv4_mapped_gid(group, gid);
+  const int rc = ops_.attach(qp_, gid, 0);
+  if (rc != 0) return Status::from_errno(what + ": ibv_attach_mcast", rc);
+  groups_.push_back(group);
+  return {};
+}
+
+void GroupMembership::leave_all() {
+  for (uint32_t group : groups_) {
+    uint8_t gid[16];
+    ipv4_mapped_gid(group, gid);
+    if (ops_.detach == nullptr || ops_.detach(qp_, gid, 0) != 0) ++detach_failures_;
+  }
+  groups_.clear();
 }
 
 uint32_t grh_ipv4_source(const uint8_t* grh) { return load_be32(grh + kGrhIpv4Offset + 12); }

@@ -373,7 +373,23 @@ Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
   so.max_payload_bytes = o.max_payload_bytes;
   so.data_ip = ip;
   so.core_qpns = {kCoreQpn};
-  so.multicast = false;
+  so.multicast = o.multicast;
+  if (o.multicast) {
+    in_addr g{};
+    if (inet_pton(AF_INET, o.multicast_group.c_str(), &g) != 1 || (ntohl(g.s_addr) >> 28) != 0xE) {
+      s.shutdown();
+      return Status::invalid_argument("embedded service: multicast group '" + o.multicast_group +
+                                      "' is not an address in 224.0.0.0/4");
+    }
+    so.multicast_base_ip = ntohl(g.s_addr);
+    // Group frames leave by the interface of the service's own address.
+    const in_addr ifa{htonl(ip)};
+    if (setsockopt(s.fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) != 0) {
+      const int err = errno;
+      s.shutdown();
+      return Status::from_errno("embedded service: IP_MULTICAST_IF " + o.bind_ip, err);
+    }
+  }
   s.loop = std::thread([&s] { s.run(); });
   s.server = std::make_unique<control::Server>(so, &s);
   Status st = s.server->start();

@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 #define SUMCAST_API_VERSION_MAJOR 1
-#define SUMCAST_API_VERSION_MINOR 1 /* 1: sumcast_config.deterministic */
+#define SUMCAST_API_VERSION_MINOR 2 /* 1: sumcast_config.deterministic; 2: .multicast */
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
 typedef enum sumcast_result {
@@ -128,6 +128,13 @@ typedef struct sumcast_config {
      sumcast_comm_create. Default 0: arrival-order summation within the error bound of
      docs/fidelity.md. */
   uint32_t deterministic;
+  /* API 1.2. Nonzero: ask for results by IPv4 multicast (one frame per chunk to the job's group,
+     which this rank joins on bind_ip's interface and leaves when the communicator fails or is
+     destroyed; the switch must forward the group: IGMP snooping with a querier, or flooding).
+     The same on every rank (else SUMCAST_ERR_REFUSED). An appliance that does not allow it
+     (agg.conf dataplane.multicast) sends unicast results instead. With "verbs" the QP is attached
+     to the group (ibv_attach_mcast; verified on no NIC yet). Default 0: one result copy per rank. */
+  uint32_t multicast;
 } sumcast_config;
 
 typedef struct sumcast_comm sumcast_comm;

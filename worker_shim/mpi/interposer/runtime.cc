@@ -246,6 +246,7 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.op = op;
   cc.payload_bytes = config_.payload_bytes;
   cc.slots = static_cast<uint16_t>(config_.slots);
+  cc.multicast = config_.multicast;
   cc.bind_ip = bind_ip_;
   cc.rto_initial_us = config_.rto_us;
   cc.rto_max_us = std::max<uint32_t>(config_.rto_us, 200000);

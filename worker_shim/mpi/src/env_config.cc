@@ -93,7 +93,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 22> kTable = {{
+constexpr std::array<EnvVar, 23> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -156,6 +156,10 @@ constexpr std::array<EnvVar, 22> kTable = {{
      [](MpiConfig& c, std::string_view v) { return set_u32(v, 8, 4096, [&](uint32_t n) { c.payload_bytes = n; }); }},
     {"SUMCAST_MPI_SLOTS", EnvType::kUint, "0", "window slots wanted per appliance; 0: the appliance's default", true,
      [](MpiConfig& c, std::string_view v) { return set_u32(v, 0, 65535, [&](uint32_t n) { c.slots = n; }); }},
+    {"SUMCAST_MPI_MULTICAST", EnvType::kBool, "0",
+     "1 asks the appliances for results by IPv4 multicast (one frame per chunk to the job's group, joined on the "
+     "data interface); an appliance that does not allow it sends one copy per rank",
+     true, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.multicast = b; }); }},
     {"SUMCAST_MPI_RTO_US", EnvType::kUint, "5000", "first retransmission timeout of a packet, microseconds", false,
      [](MpiConfig& c, std::string_view v) { return set_u32(v, 100, 10'000'000, [&](uint32_t n) { c.rto_us = n; }); }},
     {"SUMCAST_MPI_RETRIES", EnvType::kUint, "0",

@@ -49,8 +49,8 @@ struct DataplaneConfig {
   uint32_t max_payload_bytes = 1024;  // dataplane.max_payload_bytes: 64..4096, multiple of 64
   std::vector<std::string> dtypes = {"fp32", "fp16", "bf16", "int32", "fp64"};  // dataplane.dtypes accepted
   bool verify_icrc = true;                                                      // dataplane.verify_icrc
-  bool multicast = false;  // dataplane.multicast: results by IPv4 multicast (per-member replication when false)
-  std::string multicast_group = "239.255.77.0";  // dataplane.multicast_group: first group; job i uses base + i
+  bool multicast = false;  // dataplane.multicast: jobs that ask get results by IPv4 multicast (else per member)
+  std::string multicast_group = "239.255.77.0";  // dataplane.multicast_group: first group; base + i, i < max_jobs
   uint32_t mbufs = 16383;                        // dataplane.mbufs: mempool size, 1023..1048575
   bool idle_adaptive = false;                    // dataplane.idle_poll: "busy" (false) or "adaptive"
   uint32_t idle_sleep_us = 100;                  // dataplane.idle_sleep_us: longest idle sleep, 1..10000

@@ -14,6 +14,21 @@
 #include "sumcast/shim/verbs_ops.h"
 
 namespace sumcast::shim {
+namespace {
+
+// The multicast seam's real operations (verbs_format.h: McastOps).
+int attach_mcast(void* qp, const uint8_t gid[16], uint16_t lid) {
+  ibv_gid g{};
+  std::memcpy(g.raw, gid, 16);
+  return ibv_attach_mcast(static_cast<ibv_qp*>(qp), &g, lid);
+}
+int detach_mcast(void* qp, const uint8_t gid[16], uint16_t lid) {
+  ibv_gid g{};
+  std::memcpy(g.raw, gid, 16);
+  return ibv_detach_mcast(static_cast<ibv_qp*>(qp), &g, lid);
+}
+
+}  // namespace
 
 namespace {
 constexpr int kPollBatch = 32;
@@ -127,8 +142,10 @@ struct VerbsTransport::Impl {
   std::vector<Peer> peers;
   TransportCounters counters;
   Status failed;  // sticky: the QP is unusable, every later call reports it
+  verbs::GroupMembership groups{{attach_mcast, detach_mcast}, nullptr};  // the QP's, once it exists
 
   ~Impl() {
+    groups.leave_all();
     for (Peer& p : peers) {
       if (p.ah != nullptr) ops->destroy_ah(p.ah);
     }
@@ -297,6 +314,7 @@ struct VerbsTransport::Impl {
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
     qp = ops->create_qp(pd, &ia);
+    groups = verbs::GroupMembership({attach_mcast, detach_mcast}, qp);
     if (qp == nullptr) return Status::from_errno("verbs: ibv_create_qp (UD) on " + device_name);
     SUMCAST_RETURN_IF_ERROR(to_rts());
 
@@ -363,6 +381,13 @@ Result<uint32_t> VerbsTransport::add_peer(const PeerSpec& spec) {
   ah.port_num = s.options.port;
   Impl::Peer p{spec, s.ops->create_ah(s.pd, &ah)};
   if (p.ah == nullptr) return Status::from_errno("verbs: ibv_create_ah toward " + format_ipv4(spec.ip));
+  if (spec.group != 0) {  // results to the group reach the QP once it is attached to the group's GID
+    const Status st = s.groups.join(spec.group);
+    if (!st.ok()) {
+      ibv_destroy_ah(p.ah);
+      return st;
+    }
+  }
   s.peers.push_back(p);
   return static_cast<uint32_t>(s.peers.size() - 1);
 }
@@ -500,6 +525,8 @@ size_t VerbsTransport::receive(std::span<Received> out) {
   }
   return k;
 }
+
+void VerbsTransport::leave_groups() { impl_->groups.leave_all(); }
 
 const TransportCounters& VerbsTransport::counters() const { return impl_->counters; }
 

@@ -22,6 +22,7 @@ size_t VerbsTransport::build(uint8_t*, uint32_t, uint32_t, uint32_t, const wire:
 }
 Status VerbsTransport::send(std::span<const OutPacket>) { return Status::unavailable("no verbs"); }
 size_t VerbsTransport::receive(std::span<Received>) { return 0; }
+void VerbsTransport::leave_groups() {}
 const TransportCounters& VerbsTransport::counters() const { return impl_->counters; }
 std::string VerbsTransport::describe() const { return "verbs (not built)"; }
 uint32_t VerbsTransport::max_payload() const { return 0; }

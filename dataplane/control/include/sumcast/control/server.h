@@ -55,8 +55,10 @@ struct ServerOptions {
   uint8_t data_mac[6] = {};
   uint32_t data_ip = 0;             // host order
   std::vector<uint32_t> core_qpns;  // index = core
+  // Jobs whose ranks ask for results by multicast get them (the others, and all when this is
+  // false, get one copy per member).
   bool multicast = false;
-  uint32_t multicast_base_ip = 0;  // host order; job with index i gets base + i
+  uint32_t multicast_base_ip = 0;  // host order; the multicast job with index i gets base + i
 };
 
 struct JobInfo {
@@ -69,6 +71,8 @@ struct JobInfo {
   bool running;  // all ranks registered and installed in the dataplane
   uint64_t slots_completed;
   uint64_t ms_since_progress;
+  bool multicast = false;     // running with results to its group
+  uint32_t multicast_ip = 0;  // that group (host order), 0 unless multicast
 };
 
 struct ServerCounters {

@@ -80,6 +80,7 @@ struct alignas(64) CoreCounters {
   std::atomic<uint64_t> duplicates{0};            // contribution to an open round already counted
   std::atomic<uint64_t> retransmits_answered{0};  // shadow result re-sent to one worker
   std::atomic<uint64_t> results_sent{0};
+  std::atomic<uint64_t> group_frames{0};  // results and aborts sent to a multicast job's group (one frame each)
   std::atomic<uint64_t> aborts_sent{0};
   std::atomic<uint64_t> arp_replies{0};
   std::atomic<uint64_t> jobs_active{0};
@@ -166,7 +167,9 @@ struct EngineOptions {
 struct JobProgress {
   uint32_t job_id;
   uint64_t slots_completed;
-  uint64_t rounds_opened;  // rounds_opened - slots_completed = rounds waiting for contributions
+  uint64_t rounds_opened;    // rounds_opened - slots_completed = rounds waiting for contributions
+  uint64_t group_frames;     // results and aborts sent to the job's group (multicast jobs)
+  uint64_t unicast_answers;  // stored results re-sent to the one member that asked again
 };
 
 class Engine {

@@ -60,6 +60,10 @@ struct JobMetrics {
   bool running = false;
   uint64_t slots_completed = 0;
   double seconds_since_progress = 0;
+  bool multicast = false;        // results to multicast_group
+  std::string multicast_group;   // dotted quad; "" unless multicast
+  uint64_t group_frames = 0;     // frames sent to the group, over cores
+  uint64_t unicast_answers = 0;  // stored results re-sent to one rank, over cores
 };
 
 struct Snapshot {

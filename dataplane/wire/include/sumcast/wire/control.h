@@ -44,8 +44,9 @@
 //    20   2 udp_port
 //    22   4 qpn            < 2^24
 //    26   1 name_len       0..kMaxJobNameLen (64)
-//    27   1 flags          bit 0: deterministic summation (docs/fidelity.md); other bits 0
-//                          (was "reserved, 0": an older appliance rejects a set bit)
+//    27   1 flags          bit 0: deterministic summation (docs/fidelity.md); bit 1: results by
+//                          multicast wanted; other bits 0 (was "reserved, 0": an older
+//                          appliance rejects a set bit)
 //    28   n name           job name; ranks of one job send the same name (and the same flags)
 //   GRANT (5) appliance -> every rank of a job once all registered; body_len = 32 + 4 * qpn_count
 //     0   4 job_id         != 0
@@ -55,8 +56,9 @@
 //    12   6 mac            the appliance's data port
 //    18   4 ipv4
 //    22   2 udp_port
-//    24   1 flags          bit 0: results by multicast; bit 1: deterministic summation (echoes
-//                          REGISTER's bit 0); other bits 0
+//    24   1 flags          bit 0: results by multicast (REGISTER asked for it and the appliance
+//                          allows it); bit 1: deterministic summation (echoes REGISTER's bit 0);
+//                          other bits 0
 //    25   1 reserved       0
 //    26   2 qpn_count      1..kMaxCoreQpns (256): one per appliance core
 //    28   4 multicast_ip   the job's group (0 unless multicast)
@@ -136,6 +138,7 @@ inline constexpr size_t kStatusEntryFixedLen = 24;
 inline constexpr uint8_t kGrantFlagMulticast = 0x01;
 inline constexpr uint8_t kGrantFlagDeterministic = 0x02;
 inline constexpr uint8_t kRegisterFlagDeterministic = 0x01;
+inline constexpr uint8_t kRegisterFlagMulticast = 0x02;
 inline constexpr uint8_t kStatusFlagTruncated = 0x01;
 
 enum class ControlType : uint8_t {
@@ -315,6 +318,7 @@ struct RegisterMsg {
   uint16_t udp_port = 0;
   uint32_t qpn = 0;
   bool deterministic = false;  // flags bit 0
+  bool multicast = false;      // flags bit 1: results to the job's group wanted
   std::string name;
   bool operator==(const RegisterMsg&) const = default;
 };
@@ -489,7 +493,8 @@ inline void write_body(const RegisterMsg& m, uint8_t* p) {
   store_be16(p + 20, m.udp_port);
   store_be32(p + 22, m.qpn);
   p[26] = static_cast<uint8_t>(m.name.size());
-  p[27] = m.deterministic ? kRegisterFlagDeterministic : 0;
+  p[27] = static_cast<uint8_t>((m.deterministic ? kRegisterFlagDeterministic : 0) |
+                               (m.multicast ? kRegisterFlagMulticast : 0));
   put_bytes(p + 28, m.name);
 }
 inline void write_body(const GrantMsg& m, uint8_t* p) {
@@ -600,7 +605,7 @@ inline ControlError decode_body(std::span<const uint8_t> b, RegisterMsg* out) {
   if (b.size() < kRegisterFixedLen) return ControlError::kBadBodyLength;
   const uint8_t* p = b.data();
   const size_t n = p[26];
-  if ((p[27] & ~kRegisterFlagDeterministic) != 0) return ControlError::kBadReserved;
+  if ((p[27] & ~(kRegisterFlagDeterministic | kRegisterFlagMulticast)) != 0) return ControlError::kBadReserved;
   if (n > kMaxJobNameLen) return ControlError::kBadNameLength;
   if (b.size() != kRegisterFixedLen + n) return ControlError::kBadBodyLength;
   if (!is_valid_dtype(p[4])) return ControlError::kBadDtype;
@@ -618,6 +623,7 @@ inline ControlError decode_body(std::span<const uint8_t> b, RegisterMsg* out) {
   out->udp_port = load_be16(p + 20);
   out->qpn = qpn;
   out->deterministic = (p[27] & kRegisterFlagDeterministic) != 0;
+  out->multicast = (p[27] & kRegisterFlagMulticast) != 0;
   out->name = detail::get_bytes(p + kRegisterFixedLen, n);
   return ControlError::kOk;
 }

@@ -33,6 +33,7 @@ struct RegisterRequest {
   uint16_t slots = 0;                 // wanted; 0 = the appliance's default
   Endpoint endpoint;                  // where this rank receives results
   bool deterministic = false;         // bitwise-reproducible summation (docs/fidelity.md); all ranks alike
+  bool multicast = false;             // results to the job's group wanted (the grant says if so); all ranks alike
 };
 
 struct JobGrant {
@@ -42,9 +43,9 @@ struct JobGrant {
   uint16_t payload_bytes = 0;       // payload per packet to use
   Endpoint appliance;               // MAC/IP/UDP port of the appliance's data port (qpn unused)
   std::vector<uint32_t> core_qpns;  // slot s goes to core_qpns[s % size()]
-  bool multicast = false;
-  bool deterministic = false;  // the appliance sums this job deterministically
-  uint32_t multicast_ip = 0;
+  bool multicast = false;           // results arrive at multicast_ip (asked for and allowed)
+  bool deterministic = false;       // the appliance sums this job deterministically
+  uint32_t multicast_ip = 0;        // the job's group, host order; 0 unless multicast
 };
 
 class ControlClient {

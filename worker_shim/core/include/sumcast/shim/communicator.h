@@ -103,6 +103,12 @@ struct CommConfig {
   // whatever the arrival order and retransmissions. Same on every rank. An appliance that does not
   // grant it fails create().
   bool deterministic = false;
+  // Ask the appliances for results by IPv4 multicast: one frame per chunk to the job's group,
+  // which this rank joins on bind_ip's interface (and leaves when the communicator fails or is
+  // destroyed). Same on every rank. An appliance that does not allow it grants unicast results
+  // (ApplianceInfo::grant.multicast says which). The verbs transport attaches its QP to the
+  // group instead (verified on no NIC).
+  bool multicast = false;
   TransportKind transport = TransportKind::kUdp;
   std::string rdma_device;        // verbs: device name; "": the one whose GID table holds bind_ip
   std::string rdma_interface;     // verbs: network interface whose RoCEv2 GID to use (a VLAN's); "": any

@@ -55,8 +55,9 @@ struct TransportCounters {
   uint64_t tx_dropped = 0;  // not sent: buffer full after a bounded wait, or no route/link (the RTO resends)
   uint64_t rx_packets = 0;  // received, before validation
   uint64_t rx_bytes = 0;
-  uint64_t results = 0;  // valid results handed to the communicator
-  uint64_t aborts = 0;   // valid abort messages handed to the communicator
+  uint64_t results = 0;        // valid results handed to the communicator
+  uint64_t group_results = 0;  // ... of which arrived on a job's multicast group
+  uint64_t aborts = 0;         // valid abort messages handed to the communicator
   uint64_t drops[kDropReasonCount] = {};
 };
 
@@ -70,6 +71,9 @@ struct PeerSpec {
   uint16_t rank = 0;  // this worker's rank in the job
   wire::Dtype dtype = wire::Dtype::kFp32;
   wire::ReduceOp op = wire::ReduceOp::kSum;
+  // The job's IPv4 multicast group (host order) when its results come by multicast, else 0:
+  // add_peer joins it on the local interface, leave_groups() leaves it.
+  uint32_t group = 0;
 };
 
 // A packet to send: `data` was written by build() for `peer`.
@@ -93,8 +97,12 @@ class Transport {
 
   // Where results reach this worker (register it with the appliance).
   virtual Endpoint local_endpoint() const = 0;
-  // Adds an appliance job; returns its peer index (0, 1, ...).
+  // Adds an appliance job; returns its peer index (0, 1, ...). With spec.group set, joins that
+  // group first (an error, and no peer added, when it cannot).
   virtual Result<uint32_t> add_peer(const PeerSpec& spec) = 0;
+  // Leaves every group add_peer joined (idempotent; the destructor does it too). Results sent to
+  // a group after this no longer arrive; unicast ones still do.
+  virtual void leave_groups() = 0;
   // Bytes build() needs for a payload of `payload_len` bytes.
   virtual size_t packet_capacity(size_t payload_len) const = 0;
   // Writes the packet carrying `hdr` and `payload_len` = hdr.elem_count * dtype size bytes of

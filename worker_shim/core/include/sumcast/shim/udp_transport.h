@@ -6,6 +6,13 @@
 // the ICRC covers the source IPv4. Results are verified the same way (appliance address ->
 // our address, ID 0, DF). Batches use sendmmsg/recvmmsg.
 //
+// Multicast results (a peer with a group): one more socket per group, bound to group:4791 with
+// SO_REUSEADDR (several workers, and several jobs, of one host each get their copy; the bound
+// address keeps other groups out) and IP_MULTICAST_ALL off, joined with IP_ADD_MEMBERSHIP on the
+// interface of bind_ip (so IGMP reports let snooping switches forward the group). Its datagrams
+// must be addressed to the group (DestQP 0xFFFFFF, rank 0xFFFF) by the peer's job; the ICRC is
+// verified with the group as destination. wait_fd() is then an epoll set of every socket.
+//
 // Thread safety: one thread at a time.
 #pragma once
 
@@ -40,12 +47,13 @@ class UdpTransport final : public Transport {
 
   Endpoint local_endpoint() const override;
   Result<uint32_t> add_peer(const PeerSpec& spec) override;
+  void leave_groups() override;
   size_t packet_capacity(size_t payload_len) const override;
   size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
                const uint8_t* payload) override;
   Status send(std::span<const OutPacket> packets) override;
   size_t receive(std::span<Received> out) override;
-  int wait_fd() const override { return fd_; }
+  int wait_fd() const override { return epoll_fd_ >= 0 ? epoll_fd_ : fd_; }
   const TransportCounters& counters() const override { return counters_; }
   std::string describe() const override;
 
@@ -54,8 +62,18 @@ class UdpTransport final : public Transport {
     PeerSpec spec;
     sockaddr_in addr;
   };
+  struct Group {
+    int fd = -1;
+    uint32_t ip = 0;  // host order
+  };
   explicit UdpTransport(const UdpTransportOptions& options);
   void drop(DropReason r) { ++counters_.drops[static_cast<size_t>(r)]; }
+  Status join(uint32_t group);
+  // Receives into rx buffers [first, first + out.size()) from `fd`, whose datagrams were sent
+  // to dst_ip:dst_port (`group`: a group socket); returns the datagrams read (validated ones in
+  // out[0..*accepted)).
+  size_t drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first, std::span<Received> out,
+               size_t* accepted);
 
   UdpTransportOptions options_;
   int fd_ = -1;
@@ -63,6 +81,8 @@ class UdpTransport final : public Transport {
   uint16_t port_ = 0;
   uint32_t qpn_ = 0;
   std::vector<Peer> peers_;
+  std::vector<Group> groups_;
+  int epoll_fd_ = -1;  // every socket, once a group was joined
   TransportCounters counters_;
   // Receive batch: one buffer of kRxBufLen bytes per datagram.
   std::vector<uint8_t> rx_mem_;

@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
+#include "sumcast/status.h"
 #include "sumcast/wire/format.h"
 #include "sumcast/wire/packet.h"
 
@@ -39,5 +41,31 @@ uint32_t message_dest_qp(const uint8_t* buf);
 // validates the same bytes after the DETH: version, type, dtype, op, length, range.
 wire::ParseError parse_message(std::span<const uint8_t> msg, wire::SumcastHeader* hdr, const uint8_t** payload,
                                size_t* payload_len);
+
+// The seam to a UD QP's multicast attachment: the transport passes ibv_attach_mcast /
+// ibv_detach_mcast (wrapped: `qp` is the ibv_qp, `gid` the group's GID, `lid` 0 on RoCE);
+// tests pass fakes. Each returns 0 or an errno value.
+struct McastOps {
+  int (*attach)(void* qp, const uint8_t gid[16], uint16_t lid) = nullptr;
+  int (*detach)(void* qp, const uint8_t gid[16], uint16_t lid) = nullptr;
+};
+
+// The groups one QP is attached to: join() attaches to the IPv4-mapped GID ::ffff:group (once
+// per group), leave_all() detaches from each (idempotent; a failed detach is counted, the group
+// forgotten all the same: the QP's destruction detaches it too).
+class GroupMembership {
+ public:
+  GroupMembership(McastOps ops, void* qp) : ops_(ops), qp_(qp) {}
+  Status join(uint32_t group);
+  void leave_all();
+  const std::vector<uint32_t>& groups() const { return groups_; }
+  uint64_t detach_failures() const { return detach_failures_; }
+
+ private:
+  McastOps ops_;
+  void* qp_;
+  std::vector<uint32_t> groups_;  // host order
+  uint64_t detach_failures_ = 0;
+};
 
 }  // namespace sumcast::shim::verbs

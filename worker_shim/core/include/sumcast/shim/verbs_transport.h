@@ -50,7 +50,11 @@ class VerbsTransport final : public Transport {
   VerbsTransport& operator=(const VerbsTransport&) = delete;
 
   Endpoint local_endpoint() const override;
+  // A peer with a group attaches the QP to the group's GID (::ffff:group, ibv_attach_mcast);
+  // leave_groups() and the destructor detach it. Verified on no NIC (none here): the seam's
+  // error paths are unit-tested with fakes (verbs_format.h, GroupMembership).
   Result<uint32_t> add_peer(const PeerSpec& spec) override;
+  void leave_groups() override;
   size_t packet_capacity(size_t payload_len) const override;
   size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
                const uint8_t* payload) override;

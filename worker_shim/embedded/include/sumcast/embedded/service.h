@@ -48,6 +48,10 @@ struct ServiceOptions {
   bool verify_icrc = true;
   uint32_t batch = 64;                 // datagrams per recvmmsg/sendmmsg, 1..1024
   int socket_buffer_bytes = 16 << 20;  // SO_RCVBUF/SO_SNDBUF (forced when privileged)
+  // Results by multicast for the jobs that ask (agg.conf dataplane.multicast): sent to the job's
+  // group (multicast_group + i) out of bind_ip's interface. Off by default.
+  bool multicast = false;
+  std::string multicast_group = "239.255.77.0";
 };
 
 // Written by the loop thread (and the control thread under the engine mutex); read relaxed.

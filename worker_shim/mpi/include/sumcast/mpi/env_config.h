@@ -46,6 +46,7 @@ struct MpiConfig {
   std::string job_prefix = "mpi";            // SUMCAST_MPI_JOB: prefix of the appliance job names
   uint32_t payload_bytes = 1024;             // SUMCAST_MPI_PAYLOAD
   uint32_t slots = 0;                        // SUMCAST_MPI_SLOTS (0: the appliance's default)
+  bool multicast = false;                    // SUMCAST_MPI_MULTICAST: results by multicast wanted
   uint32_t rto_us = 5000;                    // SUMCAST_MPI_RTO_US
   uint32_t retries = 0;                      // SUMCAST_MPI_RETRIES (0: unlimited, bounded by op_timeout_ms)
   uint32_t op_timeout_ms = 30000;            // SUMCAST_MPI_OP_TIMEOUT_MS
