@@ -255,6 +255,7 @@ class BreakingTransport final : public Transport {
   explicit BreakingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
   Endpoint local_endpoint() const override { return inner_->local_endpoint(); }
   Result<uint32_t> add_peer(const PeerSpec& spec) override { return inner_->add_peer(spec); }
+  void leave_groups() override { inner_->leave_groups(); }
   size_t packet_capacity(size_t n) const override { return inner_->packet_capacity(n); }
   size_t build(uint8_t* b, uint32_t p, uint32_t q, uint32_t psn, const wire::SumcastHeader& h,
                const uint8_t* pl) override {
