@@ -260,7 +260,7 @@ class Builder {
     for (int h = 1; h <= static_cast<int>(reduce_levels_.size()); ++h) {
       reduce_levels_[static_cast<size_t>(h - 1)].label =
           depth <= 1 ? std::string("reduce-scatter under each PCIe switch")
-                     : "reduce-scatter under the level-" + std::to_string(h) + " PCIe switches (1: lowest)";
+                     : "reduce-scatter under the level-" + std::to_string(h) + " PCIe switches";
     }
   }
 
