@@ -41,6 +41,7 @@ struct MpiConfig {
   std::string bind;                      // SUMCAST_MPI_BIND: IPv4 or interface name; "": route to appliance
   bool intranode = true;                 // SUMCAST_MPI_INTRANODE: shared-memory reduction among a host's ranks
   uint64_t shm_bytes = 4 << 20;          // SUMCAST_MPI_SHM_BYTES: piece size of the intra-node pipeline
+  std::string topology_file;             // SUMCAST_MPI_TOPOLOGY: host description; "": detect NUMA nodes
   bool progress_thread = true;           // SUMCAST_MPI_PROGRESS_THREAD
   int stats = 0;                         // SUMCAST_MPI_STATS: 0 off, 1 summary at MPI_Finalize, 2 also per rank
   std::string job_prefix = "mpi";        // SUMCAST_MPI_JOB: prefix of the appliance job names
