@@ -43,6 +43,7 @@
 #include "sumcast/kernels/kernels.h"
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/communicator.h"
+#include "sumcast/shim/local_group.h"
 #include "sumcast/shim/placement.h"
 
 namespace {
@@ -99,6 +100,7 @@ struct Options {
   uint32_t retries = 100;
   uint32_t op_timeout_ms = 30000;
   std::string serve;  // "ip[:port]": host an embedded summation service here
+  int gpus = 0;       // --gpus N: each rank owns N buffers, reduced on the host by the planner's plan
 };
 
 void usage(FILE* f) {
@@ -127,6 +129,11 @@ void usage(FILE* f) {
                "                             iteration gets new inputs; an out-of-place receive buffer is\n"
                "                             poisoned before each call, so a result not written is wrong)\n"
                "  --in-place                 send buffer = receive buffer (inputs rewritten each time)\n"
+               "  --gpus N                   each rank owns N buffers (host memory standing for N GPUs) and\n"
+               "                             calls the local-group all-reduce (sumcast_allreduce_local_group):\n"
+               "                             reduced on the host by the topology planner's plan, one\n"
+               "                             contribution per rank; buffer i of rank r holds the inputs of\n"
+               "                             rank r*N+i of a job of world*N; in place; fp32/fp64/int32\n"
                "  --deterministic            ask for deterministic summation (docs/fidelity.md)\n"
                "  --inputs int|real          integer inputs (default; exact sums) or non-integer ones of\n"
                "                             mixed magnitudes (sums depend on the order of additions;\n"
@@ -299,6 +306,8 @@ int parse_args(int argc, char** argv, Options* o) {
       ok = parse_bytes(v, &o->max_bytes);
     } else if (a == "--counts") {
       ok = parse_counts(v, &o->counts);
+    } else if (a == "--gpus") {
+      ok = parse_int(v, 1, 64, &n), o->gpus = static_cast<int>(n);
     } else if (a == "--iters") {
       ok = parse_int(v, 1, 1000000, &n), o->iters = static_cast<int>(n);
     } else if (a == "--warmup") {
@@ -351,6 +360,11 @@ int parse_args(int argc, char** argv, Options* o) {
   }
   if (o->real_inputs && o->check && (!o->deterministic || o->op != ReduceOp::kSum)) {
     std::fprintf(stderr, "sumcast-allreduce: --check with --inputs real needs --deterministic and --op sum\n");
+    return 2;
+  }
+  if (o->gpus > 0 && (o->real_inputs || (o->dtype != Dtype::kFp32 && o->dtype != Dtype::kFp64 &&
+                                          o->dtype != Dtype::kInt32))) {
+    std::fprintf(stderr, "sumcast-allreduce: --gpus needs integer inputs and fp32, fp64 or int32\n");
     return 2;
   }
   if (o->aggregators.empty() && o->serve.empty()) {
@@ -720,7 +734,10 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
   }
 }
 
+void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh);
+
 void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh) {
+  if (o.gpus > 0) return run_local_group_sizes(o, comm, rank, report, sh);
   const size_t es = sumcast::wire::dtype_size(o.dtype);
   const uint64_t max_count = *std::max_element(o.counts.begin(), o.counts.end());
   std::vector<uint8_t> send(max_count * es), recv(max_count * es), want(o.check ? max_count * es : 0);
@@ -782,6 +799,72 @@ void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shar
       if (report) sh->rows.push_back(row);
       if (report && !o.dump.empty()) sh->dump.insert(sh->dump.end(), recv.begin(), recv.begin() + count * es);
     }
+  }
+}
+
+// --gpus N: N buffers per rank through the local-group all-reduce (the planner's plan on host
+// memory, one contribution per rank). Buffer i of rank r holds virtual rank r*N+i's inputs, so the
+// expected result is the job of world*N ranks'. In place; every iteration checked with --check.
+void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh) {
+  const size_t es = sumcast::wire::dtype_size(o.dtype);
+  const auto n = static_cast<size_t>(o.gpus);
+  const uint64_t max_count = *std::max_element(o.counts.begin(), o.counts.end());
+  std::vector<std::vector<uint8_t>> bufs(n, std::vector<uint8_t>(max_count * es));
+  std::vector<void*> ptrs;
+  for (auto& b : bufs) ptrs.push_back(b.data());
+  std::vector<uint8_t> want(o.check ? max_count * es : 0);
+  uint8_t barrier_buf[8] = {};
+  int salt = 0;
+  for (const uint64_t count : o.counts) {
+    auto group = sumcast::shim::LocalGroup::create(n, count, o.dtype, o.op);
+    if (!group.ok()) {
+      record_error(sh, rank, "local group of " + std::to_string(n) + ": " + group.status().to_string());
+      return;
+    }
+    if (o.verbose && report) {
+      std::fprintf(stderr, "sumcast-allreduce: rank %d: %zu buffers, %" PRIu64 " elements: %s\n", rank, n, count,
+                   (*group)->why().c_str());
+    }
+    Row row;
+    row.bytes = count * es;
+    row.count = count;
+    auto fill = [&] {
+      for (size_t i = 0; i < n; ++i) fill_input(o.dtype, false, bufs[i].data(), count, rank * o.gpus + static_cast<int>(i), salt);
+    };
+    auto one = [&]() -> bool {
+      Status st = (*group)->run(comm, ptrs);
+      if (!st.ok()) {
+        record_error(sh, rank, "size " + std::to_string(row.bytes) + ": " + st.to_string());
+        return false;
+      }
+      return true;
+    };
+    ++salt;
+    for (int w = 0; w < o.warmup; ++w) {
+      fill();
+      if (!one()) return;
+    }
+    if (Status st = comm.allreduce(barrier_buf, barrier_buf, 1); !st.ok()) {
+      record_error(sh, rank, st.to_string());
+      return;
+    }
+    double busy_us = 0;
+    for (int it = 0; it < o.iters; ++it) {
+      ++salt;
+      fill();  // not timed
+      if (o.check) fill_expected(o.dtype, o.op, want.data(), count, o.world * o.gpus, salt);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!one()) return;
+      busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (o.check) {
+        for (size_t i = 0; i < n; ++i) row.wrong += count_wrong(bufs[i].data(), want.data(), count, es);
+      }
+    }
+    row.time_us = busy_us / o.iters;
+    std::lock_guard<std::mutex> lock(sh->mu);
+    sh->total_wrong += row.wrong;
+    if (report) sh->rows.push_back(row);
+    if (report && !o.dump.empty()) sh->dump.insert(sh->dump.end(), bufs[0].begin(), bufs[0].begin() + count * es);
   }
 }
 
