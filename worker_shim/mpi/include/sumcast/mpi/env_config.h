@@ -41,7 +41,6 @@ struct MpiConfig {
   std::string bind;                      // SUMCAST_MPI_BIND: IPv4 or interface name; "": route to appliance
   bool intranode = true;                 // SUMCAST_MPI_INTRANODE: shared-memory reduction among a host's ranks
   uint64_t shm_bytes = 4 << 20;          // SUMCAST_MPI_SHM_BYTES: piece size of the intra-node pipeline
-  std::string topology_file;             // SUMCAST_MPI_TOPOLOGY: host description; "": detect NUMA nodes
   bool progress_thread = true;           // SUMCAST_MPI_PROGRESS_THREAD
   int stats = 0;                         // SUMCAST_MPI_STATS: 0 off, 1 summary at MPI_Finalize, 2 also per rank
   std::string job_prefix = "mpi";        // SUMCAST_MPI_JOB: prefix of the appliance job names
@@ -56,6 +55,7 @@ struct MpiConfig {
   bool check = false;                    // SUMCAST_MPI_CHECK: ranks compare every decision (debugging)
   bool device_stage = true;              // SUMCAST_MPI_DEVICE_BUFFERS: stage (true) or mpi
   std::string cuda_driver = "libcuda.so.1";  // SUMCAST_MPI_CUDA_DRIVER
+  std::string topology_file;                 // SUMCAST_MPI_TOPOLOGY: host description; "": detect NUMA nodes
 };
 
 enum class EnvType : uint8_t { kBool, kBytes, kUint, kString, kList, kPath };
