@@ -8,11 +8,11 @@
 //
 // Inside a group the reduce-scatter follows the tree, lowest switches first: under a switch whose
 // children (GPUs or sub-switches) have already reduced every range among their own GPUs, each
-// range is cut into one part per GPU below the switch and child i takes the parts of its GPUs
-// (the owner group's NIC shard goes whole to the child the NIC hangs under); every other child
-// sends it its partial sums of those parts. So the partial of every byte leaves each sub-switch
-// exactly once (to a sibling, or at the end to host memory) and every uplink carries exactly M
-// (the buffer) each way: the lower bound for a subtree that does not hold the whole sum.
+// range is cut into equal parts, one per child (the owner group's NIC shard goes whole to the
+// child the NIC hangs under); every other child sends each child its partial sums of that
+// child's part. So the partial of every byte leaves each subtree exactly once (to a sibling, or
+// at the end to host memory): the reduce stages put exactly M (the buffer) up every uplink, the
+// broadcast stages M down, and a top-level switch's uplink carries M each way in all.
 //
 // Stages (empty ones dropped):
 //   1 reduce-scatter under the switches, one stage per tree level, lowest first
@@ -190,7 +190,9 @@ class Builder {
       return out;
     }
     const std::vector<int>& kids = children_.at(node);
-    const int total = below_.at(node);
+    // Equal shares: a child owning the share f of the ranges carries (1 + f) M over its link (or
+    // its own GPU link): M of partials out and, in the all-gather, f M of results to its
+    // siblings; equal shares keep the busiest of equal links lowest.
     std::vector<std::vector<Segment>> parts(kids.size());
     for (const Segment& s : segments) {
       int to = -1;
@@ -201,11 +203,11 @@ class Builder {
         parts[static_cast<size_t>(to)].push_back(s);
         continue;
       }
-      auto cut = split_range(s.range.first, s.range.second, plan_.elem_size, total);
+      auto cut = split_range(s.range.first, s.range.second, plan_.elem_size, static_cast<int>(kids.size()));
       size_t c = 0;
       for (size_t i = 0; i < kids.size(); ++i) {
         Range r{cut[c].first, 0};
-        for (int n = 0; n < below_.at(kids[i]); ++n) r.second += cut[c++].second;
+        r.second += cut[c++].second;
         if (r.second) parts[i].push_back({r, s.pin});
       }
     }
