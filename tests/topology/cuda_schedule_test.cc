@@ -226,6 +226,7 @@ std::vector<testing::Machine> machines() {
   auto v = testing::real_machines();
   v.push_back({"two_level", "synthetic/pcie-2level-8gpu-2nic.xml", {}});
   v.push_back({"three_level", "synthetic/pcie-3level-12gpu-2nic.xml", {}});
+  v.push_back({"three_level_hwloc", "synthetic/pcie-3level-12gpu-2nic-hwloc.xml", {}});
   return v;
 }
 

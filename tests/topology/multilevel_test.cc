@@ -1,6 +1,7 @@
 // CPU-assisted aggregation on PCIe trees with switches under switches (8- and 10-GPU PCIe servers):
-// synthetic 2- and 3-level trees, built in code and read from the NCCL XML and `nvidia-smi topo -m`
-// files of tests/data/topologies/synthetic/. The plan reduces level by level, lowest switches first:
+// synthetic 2- and 3-level trees, built in code and read from the NCCL XML, hwloc XML and
+// `nvidia-smi topo -m` files of tests/data/topologies/synthetic/ (the link-weight format has no
+// PCIe tree; `nvidia-smi topo -m` has no relation deeper than PXB/PIX, so 2 levels only). The plan reduces level by level, lowest switches first:
 // each top-level switch uplink carries exactly M (the buffer) each way, the reduce stages put
 // exactly M up every lower uplink and the broadcast stages exactly M down (over the whole plan a
 // child switch owning the share f = 1/k of its parent's range carries (1 + f) M each way: its
@@ -29,6 +30,8 @@ namespace {
 constexpr const char* k2LevelXml = "synthetic/pcie-2level-8gpu-2nic.xml";
 constexpr const char* k2LevelSmi = "synthetic/pcie-2level-8gpu-2nic-smi.txt";
 constexpr const char* k3LevelXml = "synthetic/pcie-3level-12gpu-2nic.xml";
+constexpr const char* k2LevelHwloc = "synthetic/pcie-2level-8gpu-2nic-hwloc.xml";
+constexpr const char* k3LevelHwloc = "synthetic/pcie-3level-12gpu-2nic-hwloc.xml";
 
 // The 2-level host of k2LevelXml, built in code: per socket a top switch over two sub-switches of
 // two GPUs, a NIC under the first sub-switch.
@@ -213,7 +216,9 @@ const TreeCase kTrees[] = {
     {"two_level_code", [] { return two_level_in_code(31.5); }, 2},
     {"two_level_nccl_xml", [] { return load_or_fail(k2LevelXml); }, 2},
     {"two_level_smi", [] { return load_or_fail(k2LevelSmi); }, 2},
+    {"two_level_hwloc_xml", [] { return load_or_fail(k2LevelHwloc); }, 2},
     {"three_level_nccl_xml", [] { return load_or_fail(k3LevelXml); }, 3},
+    {"three_level_hwloc_xml", [] { return load_or_fail(k3LevelHwloc); }, 3},
 };
 
 INSTANTIATE_TEST_SUITE_P(Synthetic, MultiLevel, ::testing::Combine(::testing::ValuesIn(kTrees), ::testing::Bool()),
@@ -223,7 +228,7 @@ INSTANTIATE_TEST_SUITE_P(Synthetic, MultiLevel, ::testing::Combine(::testing::Va
                          });
 
 TEST(MultiLevelPlanner, ChoosesTheLevelAwarePlanOnTheGen4Trees) {
-  for (const char* f : {k2LevelXml, k3LevelXml}) {
+  for (const char* f : {k2LevelXml, k3LevelXml, k2LevelHwloc, k3LevelHwloc}) {
     auto m = testing::load(f);
     ASSERT_TRUE(m.ok());
     for (bool network : {false, true}) {
