@@ -45,11 +45,15 @@ int main(int argc, char** argv) {
   int iters = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--file") file = argv[i + 1];
-    else if (a == "--bytes") bytes = parse_size(argv[i + 1]);
-    else if (a == "--iters") iters = std::atoi(argv[i + 1]);
-    else if (a == "--strategy") strategy = argv[i + 1];
-    else {
+    if (a == "--file") {
+      file = argv[i + 1];
+    } else if (a == "--bytes") {
+      bytes = parse_size(argv[i + 1]);
+    } else if (a == "--iters") {
+      iters = std::atoi(argv[i + 1]);
+    } else if (a == "--strategy") {
+      strategy = argv[i + 1];
+    } else {
       std::fprintf(stderr, "usage: %s --file HOST [--bytes 64M] [--iters 20] [--strategy NAME]\n", argv[0]);
       return 2;
     }
@@ -67,7 +71,9 @@ int main(int argc, char** argv) {
   req.bytes = bytes;
   req.elem_size = 4;
   for (int s = 0; s < kStrategyCount; ++s) {
-    if (!strategy.empty() && strategy == strategy_name(static_cast<Strategy>(s))) req.strategies.push_back(static_cast<Strategy>(s));
+    if (!strategy.empty() && strategy == strategy_name(static_cast<Strategy>(s))) {
+      req.strategies.push_back(static_cast<Strategy>(s));
+    }
   }
   auto planned = plan_host(*model, req);
   if (!planned.ok()) {

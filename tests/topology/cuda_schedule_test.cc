@@ -23,9 +23,9 @@ namespace {
 struct SimDevice {
   const HostModel& m;
   const Plan& plan;
-  std::vector<std::vector<int32_t>>& gpu;                  // per plan GPU: its buffer
-  std::vector<std::vector<int32_t>> scratch;               // per plan GPU
-  std::vector<int32_t> host_scratch;                       // the pinned scratch
+  std::vector<std::vector<int32_t>>& gpu;                   // per plan GPU: its buffer
+  std::vector<std::vector<int32_t>> scratch;                // per plan GPU
+  std::vector<int32_t> host_scratch;                        // the pinned scratch
   std::map<std::pair<int, int>, std::vector<int32_t>> stg;  // (NUMA node, slot) -> staging
   std::vector<std::vector<std::function<void()>>> queues;   // per stream
   bool reverse = false;
@@ -153,16 +153,18 @@ void check_schedule(const HostModel& m, const Plan& plan, bool peer_access, cons
     CudaOpKind want;
     switch (s.op) {
       case StepOp::kCopy:
-        want = dg && sg ? CudaOpKind::kPeerCopy : dg ? CudaOpKind::kHostToDevice : sg ? CudaOpKind::kDeviceToHost
-                                                                                         : CudaOpKind::kHostCopy;
+        want = dg && sg ? CudaOpKind::kPeerCopy
+               : dg     ? CudaOpKind::kHostToDevice
+               : sg     ? CudaOpKind::kDeviceToHost
+                        : CudaOpKind::kHostCopy;
         break;
       case StepOp::kReduce:
         want = dg && sg ? (peer[static_cast<size_t>(o.dst_gpu)][static_cast<size_t>(o.src_gpu)]
                                ? CudaOpKind::kReduceDirect
                                : CudaOpKind::kReducePeerScratch)
-               : dg ? CudaOpKind::kReduceHostScratch
-               : sg ? CudaOpKind::kReduceHostFromGpu
-                    : CudaOpKind::kReduceHost;
+               : dg     ? CudaOpKind::kReduceHostScratch
+               : sg     ? CudaOpKind::kReduceHostFromGpu
+                        : CudaOpKind::kReduceHost;
         break;
       default:
         want = dg ? CudaOpKind::kExchangeGpu : CudaOpKind::kExchangeHost;
@@ -191,7 +193,8 @@ void check_schedule(const HostModel& m, const Plan& plan, bool peer_access, cons
       for (size_t i = 0; i < g; ++i) want += static_cast<int32_t>((i + 1) * 100 + e % 37);
       if (network) want *= 2;
       for (size_t i = 0; i < g; ++i) {
-        ASSERT_EQ(bufs[i][e], want) << what << (reverse ? " (streams reversed)" : "") << ": GPU" << i << " element " << e;
+        ASSERT_EQ(bufs[i][e], want) << what << (reverse ? " (streams reversed)" : "") << ": GPU" << i << " element "
+                                    << e;
       }
     }
   }

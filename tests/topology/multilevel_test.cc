@@ -1,15 +1,14 @@
 // CPU-assisted aggregation on PCIe trees with switches under switches (8- and 10-GPU PCIe servers):
 // synthetic 2- and 3-level trees, built in code and read from the NCCL XML, hwloc XML and
 // `nvidia-smi topo -m` files of tests/data/topologies/synthetic/ (the link-weight format has no
-// PCIe tree; `nvidia-smi topo -m` has no relation deeper than PXB/PIX, so 2 levels only). The plan reduces level by level, lowest switches first:
-// each top-level switch uplink carries exactly M (the buffer) each way, the reduce stages put
-// exactly M up every lower uplink and the broadcast stages exactly M down (over the whole plan a
-// child switch owning the share f = 1/k of its parent's range carries (1 + f) M each way: its
-// results are forwarded to its siblings); the result is exact on host memory. On small trees a brute force
-// over every placement of the reduction (per chunk, which GPU below each switch collects the
-// chunk's partial, or none) checks the plan: on the balanced 2-level tree nothing beats it, by the
-// busiest switch uplink, then the busiest GPU link, and by the busiest link of either kind; on an
-// uneven 3-level tree it is beaten, which the test prints.
+// PCIe tree; `nvidia-smi topo -m` has no relation deeper than PXB/PIX, so 2 levels only). The plan reduces level by
+// level, lowest switches first: each top-level switch uplink carries exactly M (the buffer) each way, the reduce stages
+// put exactly M up every lower uplink and the broadcast stages exactly M down (over the whole plan a child switch
+// owning the share f = 1/k of its parent's range carries (1 + f) M each way: its results are forwarded to its
+// siblings); the result is exact on host memory. On small trees a brute force over every placement of the reduction
+// (per chunk, which GPU below each switch collects the chunk's partial, or none) checks the plan: on the balanced
+// 2-level tree nothing beats it, by the busiest switch uplink, then the busiest GPU link, and by the busiest link of
+// either kind; on an uneven 3-level tree it is beaten, which the test prints.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -432,9 +431,10 @@ TEST(MultiLevelBruteForce, ThreeLevelUnevenTreeShowsTheLimit) {
   EXPECT_NEAR(best.uplink * 16, chunks, 1e-9) << "the optimum: every uplink M";
   EXPECT_GT(plan.uplink, best.uplink * (1 + 1e-9)) << "if the plan reaches the optimum, update the docs' limits";
   EXPECT_GE(plan.any, best.any * (1 - 1e-9));
-  std::printf("3-level uneven tree: busiest switch uplink %.3f M (plan) vs %.3f M (best placement, %d chunks); "
-              "busiest link of any kind %.3f M vs %.3f M\n",
-              plan.uplink * 16 / chunks, best.uplink * 16 / chunks, chunks, plan.any * 16 / chunks, best.any * 16 / chunks);
+  std::printf(
+      "3-level uneven tree: busiest switch uplink %.3f M (plan) vs %.3f M (best placement, %d chunks); "
+      "busiest link of any kind %.3f M vs %.3f M\n",
+      plan.uplink * 16 / chunks, best.uplink * 16 / chunks, chunks, plan.any * 16 / chunks, best.any * 16 / chunks);
 }
 
 }  // namespace

@@ -362,8 +362,8 @@ int parse_args(int argc, char** argv, Options* o) {
     std::fprintf(stderr, "sumcast-allreduce: --check with --inputs real needs --deterministic and --op sum\n");
     return 2;
   }
-  if (o->gpus > 0 && (o->real_inputs || (o->dtype != Dtype::kFp32 && o->dtype != Dtype::kFp64 &&
-                                          o->dtype != Dtype::kInt32))) {
+  if (o->gpus > 0 &&
+      (o->real_inputs || (o->dtype != Dtype::kFp32 && o->dtype != Dtype::kFp64 && o->dtype != Dtype::kInt32))) {
     std::fprintf(stderr, "sumcast-allreduce: --gpus needs integer inputs and fp32, fp64 or int32\n");
     return 2;
   }
@@ -829,7 +829,8 @@ void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool 
     row.bytes = count * es;
     row.count = count;
     auto fill = [&] {
-      for (size_t i = 0; i < n; ++i) fill_input(o.dtype, false, bufs[i].data(), count, rank * o.gpus + static_cast<int>(i), salt);
+      for (size_t i = 0; i < n; ++i)
+        fill_input(o.dtype, false, bufs[i].data(), count, rank * o.gpus + static_cast<int>(i), salt);
     };
     auto one = [&]() -> bool {
       Status st = (*group)->run(comm, ptrs);

@@ -16,7 +16,7 @@
 struct sumcast_comm {
   std::unique_ptr<sumcast::shim::Communicator> comm;
   std::string last_error;
-  std::vector<std::string> stat_names;  // stable storage for sumcast_stat's names
+  std::vector<std::string> stat_names;               // stable storage for sumcast_stat's names
   std::unique_ptr<sumcast::shim::LocalGroup> group;  // the last local group's plan
 };
 

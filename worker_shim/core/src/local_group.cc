@@ -90,7 +90,8 @@ Status LocalGroup::run(Communicator& comm, std::span<void* const> buffers, std::
     }
   }
   for (size_t i = 0; i < buffers.size(); ++i) {
-    if (buffers[i] == nullptr && count_ != 0) return Status::invalid_argument("buffer " + std::to_string(i) + " is NULL");
+    if (buffers[i] == nullptr && count_ != 0)
+      return Status::invalid_argument("buffer " + std::to_string(i) + " is NULL");
   }
   if (count_ == 0) return Status();
   const size_t es = wire::dtype_size(dtype_);

@@ -54,8 +54,9 @@ Placement place_process(const std::string& file) {
   const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   if (env == nullptr) env = std::getenv("MPI_LOCALRANKID");
   if (env == nullptr) {
-    p.error = "SUMCAST_MPI_TOPOLOGY: the launcher gives no local rank (OMPI_COMM_WORLD_LOCAL_RANK or "
-              "MPI_LOCALRANKID) to map ranks to its GPUs";
+    p.error =
+        "SUMCAST_MPI_TOPOLOGY: the launcher gives no local rank (OMPI_COMM_WORLD_LOCAL_RANK or "
+        "MPI_LOCALRANKID) to map ranks to its GPUs";
     return p;
   }
   auto model = topo::load_file(file, topo::SourceFormat::kDetect, topo::LoadOptions{});
@@ -93,7 +94,8 @@ Result<std::vector<int>> local_numa_nodes(MPI_Comm local, int lsize, int lrank, 
   pmpi.Allreduce(in.data(), out.data(), lsize, MPI_INT, MPI_MAX, local);
   if (!mine.error.empty()) return Status::invalid_argument(mine.error);
   for (int v : out) {
-    if (v >= kFailed) return Status::unavailable("another rank of this host could not place itself in SUMCAST_MPI_TOPOLOGY");
+    if (v >= kFailed)
+      return Status::unavailable("another rank of this host could not place itself in SUMCAST_MPI_TOPOLOGY");
   }
   return out;
 }
@@ -235,9 +237,7 @@ Status Intranode::allreduce(Job& job, wire::Dtype dtype, wire::ReduceOp op, cons
     uint8_t* res = result_[parity_][me];
     const int my_node = numa_of_[me];
     uint64_t local_bytes = 0, smp_bytes = 0;
-    auto account = [&](size_t rank, size_t bytes) {
-      (numa_of_[rank] == my_node ? local_bytes : smp_bytes) += bytes;
-    };
+    auto account = [&](size_t rank, size_t bytes) { (numa_of_[rank] == my_node ? local_bytes : smp_bytes) += bytes; };
     const bool two_stage = numa_plan_ && dtype != wire::Dtype::kFp16 && dtype != wire::Dtype::kBf16;
     if (two_stage) {
       // Stage 1: the ranks of each NUMA node reduce-scatter the node's inputs into the partial of
@@ -249,8 +249,8 @@ Status Intranode::allreduce(Job& job, wire::Dtype dtype, wire::ReduceOp op, cons
           group_srcs_[k] = input_[static_cast<size_t>(grp[k])] + part.begin * esize;
           account(static_cast<size_t>(grp[k]), part.size() * esize);
         }
-        reducer_.reduce(dtype, op, group_srcs_.data(), grp.size(), partial_[static_cast<size_t>(grp[0])] + part.begin * esize,
-                        part.size());
+        reducer_.reduce(dtype, op, group_srcs_.data(), grp.size(),
+                        partial_[static_cast<size_t>(grp[0])] + part.begin * esize, part.size());
       }
       sync();
       // Stage 2: my shard across the nodes' partials (a node of one rank: its input).

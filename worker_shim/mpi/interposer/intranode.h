@@ -23,14 +23,13 @@
 // Thread safety: one thread at a time (MPI's rule for collectives on one communicator).
 #pragma once
 
-#include "mpi_lib.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "mpi_lib.h"
 #include "sumcast/mpi/async_engine.h"
 #include "sumcast/mpi/local_reduce.h"
 #include "sumcast/mpi/stats.h"
@@ -48,8 +47,7 @@ class Intranode {
   // `topology_file` ("" to detect) gives each local rank's NUMA node; `stats` (may be null)
   // receives every piece's stage runs and bytes read.
   static Result<std::unique_ptr<Intranode>> create(MPI_Comm comm, uint64_t piece_bytes,
-                                                   const std::string& topology_file, Stats* stats,
-                                                   std::string* layout);
+                                                   const std::string& topology_file, Stats* stats, std::string* layout);
   ~Intranode();  // no MPI calls: see free_collective()
   Intranode(const Intranode&) = delete;
   Intranode& operator=(const Intranode&) = delete;

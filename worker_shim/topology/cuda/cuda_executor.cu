@@ -139,9 +139,11 @@ struct CudaExecutor::Impl {
           return Status::invalid_argument("the plan has an exchange step and no exchange function was given");
         if (o.kind == CudaOpKind::kExchangeHost) return exchange(host(s.dst), s.offset, s.length);
         cudaSetDevice(device[static_cast<size_t>(dg)]);
-        SUMCAST_CUDA_TRY(cudaMemcpy(host_tmp, dev(dg), s.length, cudaMemcpyDeviceToHost), "cudaMemcpy D2H for exchange");
+        SUMCAST_CUDA_TRY(cudaMemcpy(host_tmp, dev(dg), s.length, cudaMemcpyDeviceToHost),
+                         "cudaMemcpy D2H for exchange");
         SUMCAST_RETURN_IF_ERROR(exchange(host_tmp, s.offset, s.length));
-        SUMCAST_CUDA_TRY(cudaMemcpy(dev(dg), host_tmp, s.length, cudaMemcpyHostToDevice), "cudaMemcpy H2D after exchange");
+        SUMCAST_CUDA_TRY(cudaMemcpy(dev(dg), host_tmp, s.length, cudaMemcpyHostToDevice),
+                         "cudaMemcpy H2D after exchange");
         return Status();
     }
     return Status::internal("unknown op");

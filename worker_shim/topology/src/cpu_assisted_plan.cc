@@ -450,9 +450,9 @@ class Builder {
   Plan plan_;
   std::vector<Group> groups_;
   std::vector<Shard> shards_;
-  std::map<int, std::vector<int>> children_;  // switch node -> children leading to GPUs
-  std::map<int, int> below_;                  // node -> GPUs below it (a GPU: 1)
-  std::vector<Stage> reduce_levels_;          // [h - 1]: reduce-scatter under the level-h switches
+  std::map<int, std::vector<int>> children_;     // switch node -> children leading to GPUs
+  std::map<int, int> below_;                     // node -> GPUs below it (a GPU: 1)
+  std::vector<Stage> reduce_levels_;             // [h - 1]: reduce-scatter under the level-h switches
   std::vector<std::vector<Step>> gather_steps_;  // [h - 1]: their reverse copies (all-gather)
 };
 

@@ -31,7 +31,8 @@ const char* cuda_op_name(CudaOpKind kind) {
   return "?";
 }
 
-std::vector<CudaOp> cuda_schedule(const HostModel& model, const Plan& plan, const std::vector<std::vector<bool>>& peer) {
+std::vector<CudaOp> cuda_schedule(const HostModel& model, const Plan& plan,
+                                  const std::vector<std::vector<bool>>& peer) {
   std::vector<int> gpu_of_node(model.nodes().size(), -1);
   for (int g : model.gpus()) gpu_of_node[static_cast<size_t>(g)] = model.node(g).index;
   std::vector<CudaOp> out;

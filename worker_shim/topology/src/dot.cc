@@ -213,8 +213,8 @@ std::string plan_dot(const HostModel& model, const Plan& plan) {
           out += indent + "g" + std::to_string(-1 - c) + " [label=" + quote(gname(-1 - c)) + "];\n";
           continue;
         }
-        out += indent + "subgraph cluster_s" + std::to_string(c) + " {\n" + indent + "  label=" +
-               quote(model.node(c).name) + "; color=\"#bbbbbb\";\n";
+        out += indent + "subgraph cluster_s" + std::to_string(c) + " {\n" + indent +
+               "  label=" + quote(model.node(c).name) + "; color=\"#bbbbbb\";\n";
         draw(c, indent + "  ");
         out += indent + "}\n";
       }

@@ -16,17 +16,17 @@
 namespace sumcast::topo {
 
 enum class CudaOpKind : uint8_t {
-  kPeerCopy = 0,        // GPU -> GPU: cudaMemcpyPeerAsync on the destination's stream
-  kHostToDevice,        // host staging -> GPU: cudaMemcpyAsync on the destination's stream
-  kDeviceToHost,        // GPU -> host staging: wait for all streams, cudaMemcpy
-  kHostCopy,            // host -> host: wait, memmove
-  kReduceDirect,        // GPU += GPU read in place (peer access or the same device): kernel on dst's stream
-  kReducePeerScratch,   // GPU += GPU without peer access: peer copy into dst's scratch, kernel (dst's stream)
-  kReduceHostScratch,   // GPU += host staging: H2D into dst's scratch, kernel (dst's stream)
-  kReduceHostFromGpu,   // host += GPU: wait, D2H into the pinned scratch, CPU reduce
-  kReduceHost,          // host += host: wait, CPU reduce
-  kExchangeHost,        // exchange of a host range: wait, exchange in place
-  kExchangeGpu,         // exchange of a GPU range: wait, D2H into the pinned scratch, exchange, H2D
+  kPeerCopy = 0,       // GPU -> GPU: cudaMemcpyPeerAsync on the destination's stream
+  kHostToDevice,       // host staging -> GPU: cudaMemcpyAsync on the destination's stream
+  kDeviceToHost,       // GPU -> host staging: wait for all streams, cudaMemcpy
+  kHostCopy,           // host -> host: wait, memmove
+  kReduceDirect,       // GPU += GPU read in place (peer access or the same device): kernel on dst's stream
+  kReducePeerScratch,  // GPU += GPU without peer access: peer copy into dst's scratch, kernel (dst's stream)
+  kReduceHostScratch,  // GPU += host staging: H2D into dst's scratch, kernel (dst's stream)
+  kReduceHostFromGpu,  // host += GPU: wait, D2H into the pinned scratch, CPU reduce
+  kReduceHost,         // host += host: wait, CPU reduce
+  kExchangeHost,       // exchange of a host range: wait, exchange in place
+  kExchangeGpu,        // exchange of a GPU range: wait, D2H into the pinned scratch, exchange, H2D
 };
 const char* cuda_op_name(CudaOpKind kind);
 
