@@ -28,8 +28,8 @@ topo::HostModel host_memory_model(size_t buffers) {
     l.a = numa_id;
     l.b = id;
     l.kind = topo::LinkKind::kPcie;
-    // Memory to memory: an assumed per-buffer rate (the planner needs finite bandwidths; the
-    // tree builder cannot weigh routes that are all unlimited).
+    // Memory to memory: an assumed per-buffer rate, so that the candidates' predicted times (and
+    // the planner's choice among them) mean something.
     l.gbps = kAssumedMemoryGbps;
     m.add_link(l);
     return id;
