@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -736,12 +737,49 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
 
 void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh);
 
+// One size's runs, for both modes: `warm()` (untimed) before each warm-up call, the one-element
+// all-reduce that lines the ranks up, then per timed iteration `prepare(it)` (untimed), the timed
+// `call()` and `wrong()` (elements wrong, counted with --check); the row goes to the shared
+// results and the first local rank's `result` bytes to the dump. False after a failure (recorded).
+bool run_one_size(const Options& o, Communicator& comm, int rank, bool report, Shared* sh, Row row,
+                  const std::function<void()>& warm, const std::function<void(int)>& prepare,
+                  const std::function<Status()>& call, const std::function<uint64_t()>& wrong,
+                  const uint8_t* result) {
+  auto one = [&]() -> bool {
+    Status st = call();
+    if (!st.ok()) record_error(sh, rank, "size " + std::to_string(row.bytes) + ": " + st.to_string());
+    return st.ok();
+  };
+  for (int w = 0; w < o.warmup; ++w) {
+    warm();
+    if (!one()) return false;
+  }
+  uint8_t barrier_buf[8] = {};
+  if (Status st = comm.allreduce(barrier_buf, barrier_buf, 1); !st.ok()) {
+    record_error(sh, rank, st.to_string());
+    return false;
+  }
+  double busy_us = 0;
+  for (int it = 0; it < o.iters; ++it) {
+    prepare(it);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!one()) return false;
+    busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (o.check) row.wrong += wrong();
+  }
+  row.time_us = busy_us / o.iters;
+  std::lock_guard<std::mutex> lock(sh->mu);
+  sh->total_wrong += row.wrong;
+  if (report) sh->rows.push_back(row);
+  if (report && !o.dump.empty()) sh->dump.insert(sh->dump.end(), result, result + row.bytes);
+  return true;
+}
+
 void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh) {
   if (o.gpus > 0) return run_local_group_sizes(o, comm, rank, report, sh);
   const size_t es = sumcast::wire::dtype_size(o.dtype);
   const uint64_t max_count = *std::max_element(o.counts.begin(), o.counts.end());
   std::vector<uint8_t> send(max_count * es), recv(max_count * es), want(o.check ? max_count * es : 0);
-  uint8_t barrier_buf[8] = {};
   int salt = 0;
   for (const uint64_t count : o.counts) {
     ++salt;
@@ -757,48 +795,24 @@ void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shar
     Row row;
     row.bytes = count * es;
     row.count = count;
-    auto one = [&]() -> bool {
-      const void* src = o.in_place ? recv.data() : send.data();
-      Status st = comm.allreduce(src, recv.data(), count);
-      if (!st.ok()) {
-        record_error(sh, rank, "size " + std::to_string(row.bytes) + ": " + st.to_string());
-        return false;
-      }
-      return true;
-    };
-    for (int w = 0; w < o.warmup; ++w) {
+    auto warm = [&] {
       if (o.in_place) fill_input(o.dtype, o.real_inputs, recv.data(), count, rank, salt);
-      if (!one()) return;
-    }
-    // A one-element all-reduce lines the ranks up before the timed loop.
-    if (Status st = comm.allreduce(barrier_buf, barrier_buf, 1); !st.ok()) {
-      record_error(sh, rank, st.to_string());
-      return;
-    }
-    double busy_us = 0;
-    for (int it = 0; it < o.iters; ++it) {
-      if (o.check && it > 0) {  // new inputs, so that a result left from the last call is wrong; not timed
+    };
+    auto prepare = [&](int it) {
+      if (o.check && it > 0) {  // new inputs, so that a result left from the last call is wrong
         ++salt;
         fill_input(o.dtype, o.real_inputs, send.data(), count, rank, salt);
         expect();
       }
       if (o.in_place) {
-        fill_input(o.dtype, o.real_inputs, recv.data(), count, rank, salt);  // not timed
+        fill_input(o.dtype, o.real_inputs, recv.data(), count, rank, salt);
       } else if (o.check) {
         std::memset(recv.data(), 0xA5, count * es);  // poison: an element never written is wrong
       }
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!one()) return;
-      busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      if (o.check) row.wrong += count_wrong(recv.data(), want.data(), count, es);
-    }
-    row.time_us = busy_us / o.iters;
-    {
-      std::lock_guard<std::mutex> lock(sh->mu);
-      sh->total_wrong += row.wrong;
-      if (report) sh->rows.push_back(row);
-      if (report && !o.dump.empty()) sh->dump.insert(sh->dump.end(), recv.begin(), recv.begin() + count * es);
-    }
+    };
+    auto call = [&] { return comm.allreduce(o.in_place ? recv.data() : send.data(), recv.data(), count); };
+    auto wrong = [&] { return count_wrong(recv.data(), want.data(), count, es); };
+    if (!run_one_size(o, comm, rank, report, sh, row, warm, prepare, call, wrong, recv.data())) return;
   }
 }
 
@@ -813,7 +827,6 @@ void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool 
   std::vector<void*> ptrs;
   for (auto& b : bufs) ptrs.push_back(b.data());
   std::vector<uint8_t> want(o.check ? max_count * es : 0);
-  uint8_t barrier_buf[8] = {};
   int salt = 0;
   for (const uint64_t count : o.counts) {
     auto group = sumcast::shim::LocalGroup::create(n, count, o.dtype, o.op);
@@ -829,43 +842,23 @@ void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool 
     row.bytes = count * es;
     row.count = count;
     auto fill = [&] {
-      for (size_t i = 0; i < n; ++i)
+      for (size_t i = 0; i < n; ++i) {
         fill_input(o.dtype, false, bufs[i].data(), count, rank * o.gpus + static_cast<int>(i), salt);
-    };
-    auto one = [&]() -> bool {
-      Status st = (*group)->run(comm, ptrs);
-      if (!st.ok()) {
-        record_error(sh, rank, "size " + std::to_string(row.bytes) + ": " + st.to_string());
-        return false;
       }
-      return true;
     };
     ++salt;
-    for (int w = 0; w < o.warmup; ++w) {
-      fill();
-      if (!one()) return;
-    }
-    if (Status st = comm.allreduce(barrier_buf, barrier_buf, 1); !st.ok()) {
-      record_error(sh, rank, st.to_string());
-      return;
-    }
-    double busy_us = 0;
-    for (int it = 0; it < o.iters; ++it) {
+    auto prepare = [&](int) {
       ++salt;
-      fill();  // not timed
+      fill();
       if (o.check) fill_expected(o.dtype, o.op, want.data(), count, o.world * o.gpus, salt);
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!one()) return;
-      busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      if (o.check) {
-        for (size_t i = 0; i < n; ++i) row.wrong += count_wrong(bufs[i].data(), want.data(), count, es);
-      }
-    }
-    row.time_us = busy_us / o.iters;
-    std::lock_guard<std::mutex> lock(sh->mu);
-    sh->total_wrong += row.wrong;
-    if (report) sh->rows.push_back(row);
-    if (report && !o.dump.empty()) sh->dump.insert(sh->dump.end(), bufs[0].begin(), bufs[0].begin() + count * es);
+    };
+    auto call = [&] { return (*group)->run(comm, ptrs); };
+    auto wrong = [&] {
+      uint64_t w = 0;
+      for (size_t i = 0; i < n; ++i) w += count_wrong(bufs[i].data(), want.data(), count, es);
+      return w;
+    };
+    if (!run_one_size(o, comm, rank, report, sh, row, fill, prepare, call, wrong, bufs[0].data())) return;
   }
 }
 
