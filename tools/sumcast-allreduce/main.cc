@@ -743,8 +743,7 @@ void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool 
 // results and the first local rank's `result` bytes to the dump. False after a failure (recorded).
 bool run_one_size(const Options& o, Communicator& comm, int rank, bool report, Shared* sh, Row row,
                   const std::function<void()>& warm, const std::function<void(int)>& prepare,
-                  const std::function<Status()>& call, const std::function<uint64_t()>& wrong,
-                  const uint8_t* result) {
+                  const std::function<Status()>& call, const std::function<uint64_t()>& wrong, const uint8_t* result) {
   auto one = [&]() -> bool {
     Status st = call();
     if (!st.ok()) record_error(sh, rank, "size " + std::to_string(row.bytes) + ": " + st.to_string());
