@@ -6,15 +6,19 @@
 #   1. LD_PRELOAD with the intra-node path (shared-memory reduce-scatter per host, each local rank
 #      a member of its own cross-host job; pieces of 64 KiB so calls span many pieces): the
 #      interposer took exactly the calls the threshold admits, some of them intra-node;
-#   2. LD_PRELOAD with SUMCAST_MPI_INTRANODE=0 (every rank a member of one job);
-#   3. sumcastd stopped: results identical, exactly one warning.
+#   2. LD_PRELOAD with SUMCAST_MPI_TOPOLOGY: each namespace "is" a host of two NUMA nodes (an NCCL
+#      topology file written here, the first half of the local ranks on NUMA0): with two or more
+#      ranks on some node the reduce runs within each node first (verbose says so, the statistics
+#      count the stages and the bytes read across nodes), else in one stage; results identical;
+#   3. LD_PRELOAD with SUMCAST_MPI_INTRANODE=0 (every rank a member of one job);
+#   4. sumcastd stopped: results identical, exactly one warning.
 # MPICH additionally checks MPIX_C_FLOAT16 in run 1 (see mpi_correctness.c).
 # PROGRAM is mpi_correctness or any program that prints the same lines (mpi_python.py: a Python
 # program that opens MPI at run time); PER_HOST (default 3) ranks per namespace; PROGRAM_ARGS
 # are passed to every run of PROGRAM.
 # usage: mpi_netns_test.sh ompi|mpich LIBSUMCAST_MPI PROGRAM SUMCASTD [PER_HOST [PROGRAM_ARGS...]]
 #        (root; exit 77 otherwise)
-# MPI_NETNS_RUNS (default "intranode flat down") picks the runs after the reference, for debugging.
+# MPI_NETNS_RUNS (default "intranode numa flat down") picks the runs after the reference.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 flavor=$1 lib=$2 prog=$3 sumcastd=$4
@@ -99,7 +103,7 @@ grep -q "^# world $NP hosts $HOSTS ranks-per-host $PER_HOST" "$work/plain.log" |
 check_lines "$work/plain.log" >"$work/plain.checks"
 echo "reference: $(wc -l <"$work/plain.checks") checks exact, $NP ranks on $HOSTS namespaces"
 
-runs=" ${MPI_NETNS_RUNS:-intranode flat down} "
+runs=" ${MPI_NETNS_RUNS:-intranode numa flat down} "
 if [[ $runs == *" intranode "* ]]; then
 run intranode LD_PRELOAD="$lib" "${common[@]}"
 same_as_plain intranode
@@ -111,6 +115,39 @@ if [ "$flavor" = mpich ] && [[ $(basename "$prog") == mpi_correctness* ]]; then
   prog_args=--fp16-only run fp16 LD_PRELOAD="$lib" "${common[@]}"
   echo "fp16: MPIX_C_FLOAT16 exact in $(grep -c '^check' "$work/fp16.log") checks"
 fi
+fi
+
+if [[ $runs == *" numa "* ]]; then
+  # The host of every namespace: PER_HOST GPUs (one per local rank) on two NUMA nodes.
+  {
+    echo '<system version="1">'
+    for node in 0 1; do
+      echo "  <cpu numaid=\"$node\" arch=\"x86_64\">"
+      for ((g = 0; g < PER_HOST; g++)); do
+        [ $((g < (PER_HOST + 1) / 2 ? 0 : 1)) = $node ] || continue
+        printf '    <pci busid="0000:%02x:00.0" class="0x030200" vendor="0x10de" device="0x2236" link_speed="16 GT/s" link_width="16"/>\n' $((16 + g))
+      done
+      echo "  </cpu>"
+    done
+    echo '</system>'
+  } >"$work/host-topology.xml"
+  run numa LD_PRELOAD="$lib" "${common[@]}" SUMCAST_MPI_TOPOLOGY="$work/host-topology.xml" SUMCAST_MPI_VERBOSE=1
+  same_as_plain numa
+  took_eligible numa
+  plan=$(grep -m1 -o "plan: [^)]*)" "$work/numa.log" || true)
+  [ -n "$plan" ] || fail "numa: the intra-node plan was not printed"
+  line=$(grep "intra-node plan:" "$work/numa.log" || true)
+  [ -n "$line" ] || fail "numa: no intra-node plan statistics"
+  within=$(sed -n 's/.*intra-node plan: \([0-9]*\) reduces within.*/\1/p' <<<"$line")
+  if [ "$PER_HOST" -ge 3 ]; then
+    [[ $plan == "plan: within NUMA nodes first"* ]] || fail "numa: $PER_HOST ranks on two nodes, but $plan"
+    [ "${within:-0}" -gt 0 ] || fail "numa: the reduce within NUMA nodes never ran: $line"
+  else
+    [[ $plan == "plan: one stage"* ]] || fail "numa: one rank per node needs no first stage, but $plan"
+    [ "${within:-1}" = 0 ] || fail "numa: one rank per node, yet $line"
+  fi
+  grep -q "across NUMA nodes (SMP)" <<<"$line" || fail "numa: no SMP bytes in $line"
+  echo "numa: $plan; $line"
 fi
 
 if [[ $runs == *" flat "* ]]; then

@@ -44,5 +44,23 @@ TEST(Stats, TextNamesEachUsedCallAndEveryReason) {
   EXPECT_NE(t.find("datatype 1"), std::string::npos) << t;
 }
 
+TEST(Stats, IntranodePlanStagesAndBytesPerLink) {
+  Stats s;
+  EXPECT_EQ(Stats::format(s.snapshot(), "rank 0").find("intra-node plan"), std::string::npos)
+      << "no intra-node piece, no line";
+  s.intranode_piece(true, true, 3 << 20, 1 << 20);
+  s.intranode_piece(false, false, 1 << 20, 0);
+  const auto v = s.snapshot();
+  EXPECT_EQ(v[Stats::kNumaStageField], 1u);
+  EXPECT_EQ(v[Stats::kCrossStageField], 1u);
+  EXPECT_EQ(v[Stats::kLocalBytesField], 4u << 20);
+  EXPECT_EQ(v[Stats::kSmpBytesField], 1u << 20);
+  const std::string t = Stats::format(v, "rank 0");
+  EXPECT_NE(t.find("intra-node plan: 1 reduces within NUMA nodes, 1 across them; read 4.0 MiB on the own NUMA node, "
+                   "1.0 MiB across NUMA nodes (SMP)"),
+            std::string::npos)
+      << t;
+}
+
 }  // namespace
 }  // namespace sumcast::mpi

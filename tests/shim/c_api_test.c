@@ -1,7 +1,9 @@
 /* The C API, compiled as C and linked against libsumcast.so: version, defaults, errors without a
  * communicator, blocking and non-blocking all-reduce (in place and not) and a deterministic job on
- * two rank threads against an embedded service, counters, failure after the service stops, and
- * that the shared library exports the C API and nothing of the C++ core. */
+ * two rank threads against an embedded service, the local-group all-reduce (three buffers per
+ * rank, twice: the plan kept, then remade for a new count; a device buffer refused), counters,
+ * failure after the service stops, and that the shared library exports the C API and nothing of
+ * the C++ core. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -118,6 +120,40 @@ static void* rank_main(void* arg) {
   uint64_t value = 0;
   check_locked(sumcast_stat(comm, 100000, &name, &value) == SUMCAST_ERR_NOT_FOUND, "stat out of range", rank, "");
 
+  /* The local group: kGroup buffers per rank, buffer j of rank r holding virtual rank r*kGroup+j's
+   * inputs; every buffer ends with the sum over all kWorld*kGroup of them. Twice per count. */
+  enum { kGroup = 3 };
+  const size_t counts[3] = {kCount, kCount, 777};
+  for (int round = 0; round < 3; ++round) {
+    const size_t n = counts[round];
+    float* bufs[kGroup];
+    sumcast_local_buffer lb[kGroup];
+    for (int j = 0; j < kGroup; ++j) {
+      bufs[j] = malloc(n * sizeof(float));
+      for (size_t i = 0; i < n; ++i) bufs[j][i] = input(rank * kGroup + j, i);
+      lb[j].data = bufs[j];
+      lb[j].device = -1;
+    }
+    rc = sumcast_allreduce_local_group(comm, lb, kGroup, n);
+    ok = rc == SUMCAST_OK;
+    for (int j = 0; ok && j < kGroup; ++j) {
+      for (size_t i = 0; ok && i < n; ++i) {
+        float want = 0;
+        for (int v = 0; v < kWorld * kGroup; ++v) want += input(v, i);
+        ok = bufs[j][i] == want;
+      }
+    }
+    check_locked(ok, "sumcast_allreduce_local_group", rank, sumcast_last_error(comm));
+    for (int j = 0; j < kGroup; ++j) free(bufs[j]);
+  }
+  {
+    float x[4] = {1, 2, 3, 4};
+    sumcast_local_buffer dev[2] = {{x, -1}, {x, 0}};
+    check_locked(sumcast_allreduce_local_group(comm, dev, 2, 4) == SUMCAST_ERR_INVALID_ARGUMENT &&
+                     strstr(sumcast_last_error(comm), "CUDA device") != NULL,
+                 "local group refuses a device buffer", rank, sumcast_last_error(comm));
+  }
+
   /* Bad arguments fail without touching the communicator's state. */
   check_locked(sumcast_allreduce(comm, NULL, recv, 10) == SUMCAST_ERR_INVALID_ARGUMENT, "null buffer", rank, "");
   check_locked(strlen(sumcast_last_error(comm)) > 0, "last error after null buffer", rank, "empty");
@@ -226,6 +262,7 @@ int main(void) {
   if (lib != NULL) {
     CHECK(dlsym(lib, "sumcast_allreduce") != NULL);
     CHECK(dlsym(lib, "sumcast_wait") != NULL);
+    CHECK(dlsym(lib, "sumcast_allreduce_local_group") != NULL);
     CHECK(dlsym(lib, "_ZN7sumcast4shim12Communicator6createERKNS0_10CommConfigE") == NULL);
     CHECK(dlsym(lib, "_ZN7sumcast4icrc5crc32EjPKvm") == NULL); /* nor the ICRC library */
     dlclose(lib);

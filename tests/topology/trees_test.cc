@@ -199,5 +199,17 @@ TEST(Trees, FallsBackToAnyEdgeWhenNoNvlinkTreeExists) {
   expect_balanced(t, 4);
 }
 
+TEST(Trees, UnlimitedWeightsStillGiveBalancedTrees) {
+  // Routes that are all unlimited (memory to memory) weigh infinity; the search must still pick.
+  for (int n : {2, 4, 7}) {
+    Matrix w(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(n), kUnlimited));
+    for (int i = 0; i < n; ++i) w[static_cast<size_t>(i)][static_cast<size_t>(i)] = 0;
+    for (const BinaryTree& t : build_trees(w, {}, TreeOptions{})) {
+      SCOPED_TRACE(n);
+      expect_balanced(t, n);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sumcast::topo

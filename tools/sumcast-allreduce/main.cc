@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -43,6 +44,7 @@
 #include "sumcast/kernels/kernels.h"
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/communicator.h"
+#include "sumcast/shim/local_group.h"
 #include "sumcast/shim/placement.h"
 
 namespace {
@@ -101,6 +103,7 @@ struct Options {
   uint32_t retries = 100;
   uint32_t op_timeout_ms = 30000;
   std::string serve;  // "ip[:port]": host an embedded summation service here
+  int gpus = 0;       // --gpus N: each rank owns N buffers, reduced on the host by the planner's plan
 };
 
 void usage(FILE* f) {
@@ -131,6 +134,11 @@ void usage(FILE* f) {
                "                             iteration gets new inputs; an out-of-place receive buffer is\n"
                "                             poisoned before each call, so a result not written is wrong)\n"
                "  --in-place                 send buffer = receive buffer (inputs rewritten each time)\n"
+               "  --gpus N                   each rank owns N buffers (host memory standing for N GPUs) and\n"
+               "                             calls the local-group all-reduce (sumcast_allreduce_local_group):\n"
+               "                             reduced on the host by the topology planner's plan, one\n"
+               "                             contribution per rank; buffer i of rank r holds the inputs of\n"
+               "                             rank r*N+i of a job of world*N; in place; fp32/fp64/int32\n"
                "  --deterministic            ask for deterministic summation (docs/fidelity.md)\n"
                "  --multicast                ask for results by IPv4 multicast (the appliance must allow\n"
                "                             it; the counters line then shows multicast=1)\n"
@@ -307,6 +315,8 @@ int parse_args(int argc, char** argv, Options* o) {
       ok = parse_bytes(v, &o->max_bytes);
     } else if (a == "--counts") {
       ok = parse_counts(v, &o->counts);
+    } else if (a == "--gpus") {
+      ok = parse_int(v, 1, 64, &n), o->gpus = static_cast<int>(n);
     } else if (a == "--iters") {
       ok = parse_int(v, 1, 1000000, &n), o->iters = static_cast<int>(n);
     } else if (a == "--warmup") {
@@ -361,6 +371,11 @@ int parse_args(int argc, char** argv, Options* o) {
   }
   if (o->real_inputs && o->check && (!o->deterministic || o->op != ReduceOp::kSum)) {
     std::fprintf(stderr, "sumcast-allreduce: --check with --inputs real needs --deterministic and --op sum\n");
+    return 2;
+  }
+  if (o->gpus > 0 &&
+      (o->real_inputs || (o->dtype != Dtype::kFp32 && o->dtype != Dtype::kFp64 && o->dtype != Dtype::kInt32))) {
+    std::fprintf(stderr, "sumcast-allreduce: --gpus needs integer inputs and fp32, fp64 or int32\n");
     return 2;
   }
   if (o->aggregators.empty() && o->serve.empty()) {
@@ -731,11 +746,53 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
   }
 }
 
+void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh);
+
+// One size's runs, for both modes: `warm()` (untimed) before each warm-up call, the one-element
+// all-reduce that lines the ranks up, then per timed iteration `prepare(it)` (untimed), the timed
+// `call()` and `wrong()` (elements wrong, counted with --check); the row goes to the shared
+// results and the first local rank's `result` bytes to the dump. False after a failure (recorded).
+bool run_one_size(const Options& o, Communicator& comm, int rank, bool report, Shared* sh, Row row,
+                  const std::function<void()>& warm, const std::function<void(int)>& prepare,
+                  const std::function<Status()>& call, const std::function<uint64_t()>& wrong, const uint8_t* result) {
+  auto one = [&]() -> bool {
+    Status st = call();
+    if (!st.ok()) record_error(sh, rank, "size " + std::to_string(row.bytes) + ": " + st.to_string());
+    return st.ok();
+  };
+  for (int w = 0; w < o.warmup; ++w) {
+    warm();
+    if (!one()) return false;
+  }
+  uint8_t barrier_buf[8] = {};
+  if (Status st = comm.allreduce(barrier_buf, barrier_buf, 1); !st.ok()) {
+    record_error(sh, rank, st.to_string());
+    return false;
+  }
+  double busy_us = 0;
+  for (int it = 0; it < o.iters; ++it) {
+    prepare(it);
+    // The network and the appliance idle this long before the call (adaptive idle polling is
+    // then asleep when the call's first packet arrives): a pause, not a synchronisation.
+    if (o.gap_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.gap_us));
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!one()) return false;
+    busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (o.check) row.wrong += wrong();
+  }
+  row.time_us = busy_us / o.iters;
+  std::lock_guard<std::mutex> lock(sh->mu);
+  sh->total_wrong += row.wrong;
+  if (report) sh->rows.push_back(row);
+  if (report && !o.dump.empty()) sh->dump.insert(sh->dump.end(), result, result + row.bytes);
+  return true;
+}
+
 void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh) {
+  if (o.gpus > 0) return run_local_group_sizes(o, comm, rank, report, sh);
   const size_t es = sumcast::wire::dtype_size(o.dtype);
   const uint64_t max_count = *std::max_element(o.counts.begin(), o.counts.end());
   std::vector<uint8_t> send(max_count * es), recv(max_count * es), want(o.check ? max_count * es : 0);
-  uint8_t barrier_buf[8] = {};
   int salt = 0;
   for (const uint64_t count : o.counts) {
     ++salt;
@@ -751,51 +808,70 @@ void run_sizes(const Options& o, Communicator& comm, int rank, bool report, Shar
     Row row;
     row.bytes = count * es;
     row.count = count;
-    auto one = [&]() -> bool {
-      const void* src = o.in_place ? recv.data() : send.data();
-      Status st = comm.allreduce(src, recv.data(), count);
-      if (!st.ok()) {
-        record_error(sh, rank, "size " + std::to_string(row.bytes) + ": " + st.to_string());
-        return false;
-      }
-      return true;
-    };
-    for (int w = 0; w < o.warmup; ++w) {
+    auto warm = [&] {
       if (o.in_place) fill_input(o.dtype, o.real_inputs, recv.data(), count, rank, salt);
-      if (!one()) return;
-    }
-    // A one-element all-reduce lines the ranks up before the timed loop.
-    if (Status st = comm.allreduce(barrier_buf, barrier_buf, 1); !st.ok()) {
-      record_error(sh, rank, st.to_string());
-      return;
-    }
-    double busy_us = 0;
-    for (int it = 0; it < o.iters; ++it) {
-      if (o.check && it > 0) {  // new inputs, so that a result left from the last call is wrong; not timed
+    };
+    auto prepare = [&](int it) {
+      if (o.check && it > 0) {  // new inputs, so that a result left from the last call is wrong
         ++salt;
         fill_input(o.dtype, o.real_inputs, send.data(), count, rank, salt);
         expect();
       }
       if (o.in_place) {
-        fill_input(o.dtype, o.real_inputs, recv.data(), count, rank, salt);  // not timed
+        fill_input(o.dtype, o.real_inputs, recv.data(), count, rank, salt);
       } else if (o.check) {
         std::memset(recv.data(), 0xA5, count * es);  // poison: an element never written is wrong
       }
-      // The network and the appliance idle this long before the call (adaptive idle polling is
-      // then asleep when the call's first packet arrives): a pause, not a synchronisation.
-      if (o.gap_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.gap_us));
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!one()) return;
-      busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      if (o.check) row.wrong += count_wrong(recv.data(), want.data(), count, es);
+    };
+    auto call = [&] { return comm.allreduce(o.in_place ? recv.data() : send.data(), recv.data(), count); };
+    auto wrong = [&] { return count_wrong(recv.data(), want.data(), count, es); };
+    if (!run_one_size(o, comm, rank, report, sh, row, warm, prepare, call, wrong, recv.data())) return;
+  }
+}
+
+// --gpus N: N buffers per rank through the local-group all-reduce (the planner's plan on host
+// memory, one contribution per rank). Buffer i of rank r holds virtual rank r*N+i's inputs, so the
+// expected result is the job of world*N ranks'. In place; every iteration checked with --check.
+void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh) {
+  const size_t es = sumcast::wire::dtype_size(o.dtype);
+  const auto n = static_cast<size_t>(o.gpus);
+  const uint64_t max_count = *std::max_element(o.counts.begin(), o.counts.end());
+  std::vector<std::vector<uint8_t>> bufs(n, std::vector<uint8_t>(max_count * es));
+  std::vector<void*> ptrs;
+  for (auto& b : bufs) ptrs.push_back(b.data());
+  std::vector<uint8_t> want(o.check ? max_count * es : 0);
+  int salt = 0;
+  for (const uint64_t count : o.counts) {
+    auto group = sumcast::shim::LocalGroup::create(n, count, o.dtype, o.op);
+    if (!group.ok()) {
+      record_error(sh, rank, "local group of " + std::to_string(n) + ": " + group.status().to_string());
+      return;
     }
-    row.time_us = busy_us / o.iters;
-    {
-      std::lock_guard<std::mutex> lock(sh->mu);
-      sh->total_wrong += row.wrong;
-      if (report) sh->rows.push_back(row);
-      if (report && !o.dump.empty()) sh->dump.insert(sh->dump.end(), recv.begin(), recv.begin() + count * es);
+    if (o.verbose && report) {
+      std::fprintf(stderr, "sumcast-allreduce: rank %d: %zu buffers, %" PRIu64 " elements: %s\n", rank, n, count,
+                   (*group)->why().c_str());
     }
+    Row row;
+    row.bytes = count * es;
+    row.count = count;
+    auto fill = [&] {
+      for (size_t i = 0; i < n; ++i) {
+        fill_input(o.dtype, false, bufs[i].data(), count, rank * o.gpus + static_cast<int>(i), salt);
+      }
+    };
+    ++salt;
+    auto prepare = [&](int) {
+      ++salt;
+      fill();
+      if (o.check) fill_expected(o.dtype, o.op, want.data(), count, o.world * o.gpus, salt);
+    };
+    auto call = [&] { return (*group)->run(comm, ptrs); };
+    auto wrong = [&] {
+      uint64_t w = 0;
+      for (size_t i = 0; i < n; ++i) w += count_wrong(bufs[i].data(), want.data(), count, es);
+      return w;
+    };
+    if (!run_one_size(o, comm, rank, report, sh, row, fill, prepare, call, wrong, bufs[0].data())) return;
   }
 }
 

@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "sumcast/shim/communicator.h"
+#include "sumcast/shim/local_group.h"
 #include "sumcast/sumcast.h"
 
 struct sumcast_comm {
   std::unique_ptr<sumcast::shim::Communicator> comm;
   std::string last_error;
-  std::vector<std::string> stat_names;  // stable storage for sumcast_stat's names
+  std::vector<std::string> stat_names;               // stable storage for sumcast_stat's names
+  std::unique_ptr<sumcast::shim::LocalGroup> group;  // the last local group's plan
 };
 
 struct sumcast_request {
@@ -202,6 +204,33 @@ void sumcast_comm_destroy(sumcast_comm* comm) {
   try {
     delete comm;
   } catch (...) {  // destructors do not throw; nothing to report to
+  }
+}
+
+sumcast_result sumcast_allreduce_local_group(sumcast_comm* comm, const sumcast_local_buffer* buffers, size_t n,
+                                             size_t count) {
+  if (comm == nullptr) return SUMCAST_ERR_INVALID_ARGUMENT;
+  if (buffers == nullptr && n != 0) {
+    comm->last_error = "buffers is NULL";
+    return SUMCAST_ERR_INVALID_ARGUMENT;
+  }
+  try {
+    if (!comm->group || comm->group->buffers() != n || comm->group->count() != count) {
+      comm->group.reset();
+      const auto& cfg = comm->comm->config();
+      auto g = sumcast::shim::LocalGroup::create(n, count, cfg.dtype, cfg.op);
+      if (!g.ok()) return record(comm, g.status());
+      comm->group = std::move(*g);
+    }
+    std::vector<void*> data(n);
+    std::vector<int> devices(n);
+    for (size_t i = 0; i < n; ++i) {
+      data[i] = buffers[i].data;
+      devices[i] = buffers[i].device;
+    }
+    return record(comm, comm->group->run(*comm->comm, data, devices));
+  } catch (...) {
+    return record_exception(&comm->last_error);
   }
 }
 

@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 #define SUMCAST_API_VERSION_MAJOR 1
-#define SUMCAST_API_VERSION_MINOR 2 /* 1: sumcast_config.deterministic; 2: .multicast */
+#define SUMCAST_API_VERSION_MINOR 2 /* 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group */
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
 typedef enum sumcast_result {
@@ -163,6 +163,21 @@ SUMCAST_EXPORT void sumcast_comm_destroy(sumcast_comm* comm);
  * rank has the result in recvbuf. sendbuf may equal recvbuf (in place); otherwise the two must not
  * overlap. count may be 0. Elements are in host (little-endian) order. */
 SUMCAST_EXPORT sumcast_result sumcast_allreduce(sumcast_comm* comm, const void* sendbuf, void* recvbuf, size_t count);
+
+/* One buffer of a process that owns several on one host (several GPUs, or host buffers). */
+typedef struct sumcast_local_buffer {
+  void* data; /* `count` elements of the communicator's dtype: the input, then the result (in place) */
+  int device; /* CUDA device ordinal, or -1 for host memory (the only kind this version accepts) */
+} sumcast_local_buffer;
+
+/* All-reduce across hosts of the `n` buffers' combination (the communicator's op): the buffers
+ * are reduced on this host by the topology planner's plan (docs/topology.md), the host's result
+ * goes to the appliance as this rank's one contribution, and the result comes back into every
+ * buffer by the plan. Every rank of the job must pass the same n and count (the plan's exchanges
+ * follow from them). Host memory only (device -1); fp32, fp64 and int32. The plan is made at the
+ * first call and kept while n and count stay the same. Precondition: buffers has n entries. */
+SUMCAST_EXPORT sumcast_result sumcast_allreduce_local_group(sumcast_comm* comm, const sumcast_local_buffer* buffers,
+                                                            size_t n, size_t count);
 
 /* Starts an all-reduce and returns at once with *request set. The buffers must stay untouched
  * (sendbuf unmodified, recvbuf unread) until sumcast_test reports completion or sumcast_wait

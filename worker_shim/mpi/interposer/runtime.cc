@@ -207,7 +207,7 @@ bool Runtime::prepare(CommState& st, MPI_Comm comm) {
   st.job_base = name;
   std::string layout = "off";
   if (config_.intranode) {
-    auto r = Intranode::create(comm, config_.shm_bytes, &layout);
+    auto r = Intranode::create(comm, config_.shm_bytes, config_.topology_file, &stats_, &layout);
     const bool ok = r.ok();
     if (agree(comm, st.rank, ok, ok ? std::string() : "intra-node set-up: " + r.status().message())) {
       st.intranode = std::move(r).value();

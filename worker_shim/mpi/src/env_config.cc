@@ -93,7 +93,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 23> kTable = {{
+constexpr std::array<EnvVar, 24> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -135,6 +135,17 @@ constexpr std::array<EnvVar, 23> kTable = {{
        if (!b.ok()) return b.status();
        if (*b < 4096 || *b > (uint64_t{1} << 30)) return Status::invalid_argument("outside 4K..1G");
        c.shm_bytes = *b;
+       return {};
+     }},
+    {"SUMCAST_MPI_TOPOLOGY", EnvType::kPath, "(detect: the NUMA node of each rank's CPU)",
+     "host description for the intra-node step (any format sumcast-topo reads; local rank i is its GPU i, "
+     "so it must list as many GPUs as a host has ranks): ranks on several NUMA nodes reduce within their "
+     "node first, then across nodes",
+     true, [](MpiConfig& c, std::string_view v) -> Status {
+       c.topology_file = std::string(trim(v));
+       if (c.topology_file.empty()) return {};
+       std::ifstream f(c.topology_file);
+       if (!f) return Status::invalid_argument("cannot read " + c.topology_file);
        return {};
      }},
     {"SUMCAST_MPI_PROGRESS_THREAD", EnvType::kBool, "1",
@@ -356,6 +367,7 @@ uint64_t fingerprint(const MpiConfig& c) {
   h = fnv1a(h, std::to_string(c.calls));
   h = fnv1a(h, c.intranode ? "1" : "0");
   h = fnv1a(h, std::to_string(c.shm_bytes));
+  h = fnv1a(h, c.topology_file);
   h = fnv1a(h, std::to_string(c.payload_bytes));
   h = fnv1a(h, std::to_string(c.slots));
   h = fnv1a(h, c.check ? "1" : "0");

@@ -78,6 +78,13 @@ void Stats::staged(uint64_t bytes_copied) {
   f_[kStagedBytesField].fetch_add(bytes_copied, std::memory_order_relaxed);
 }
 
+void Stats::intranode_piece(bool numa_stage, bool cross_stage, uint64_t local_bytes, uint64_t smp_bytes) {
+  if (numa_stage) f_[kNumaStageField].fetch_add(1, std::memory_order_relaxed);
+  if (cross_stage) f_[kCrossStageField].fetch_add(1, std::memory_order_relaxed);
+  f_[kLocalBytesField].fetch_add(local_bytes, std::memory_order_relaxed);
+  f_[kSmpBytesField].fetch_add(smp_bytes, std::memory_order_relaxed);
+}
+
 Stats::Snapshot Stats::snapshot() const {
   Snapshot s{};
   for (size_t i = 0; i < kFields; ++i) s[i] = f_[i].load(std::memory_order_relaxed);
@@ -104,6 +111,11 @@ std::string Stats::format(const Snapshot& s, const std::string& scope) {
   if (s[kStagedCallsField] != 0) {
     out += "sumcast-mpi:   device buffers staged through host memory: " + std::to_string(s[kStagedCallsField]) +
            " calls, " + human_bytes(s[kStagedBytesField]) + " copied\n";
+  }
+  if (s[kLocalBytesField] != 0 || s[kSmpBytesField] != 0) {
+    out += "sumcast-mpi:   intra-node plan: " + std::to_string(s[kNumaStageField]) + " reduces within NUMA nodes, " +
+           std::to_string(s[kCrossStageField]) + " across them; read " + human_bytes(s[kLocalBytesField]) +
+           " on the own NUMA node, " + human_bytes(s[kSmpBytesField]) + " across NUMA nodes (SMP)\n";
   }
   return out;
 }

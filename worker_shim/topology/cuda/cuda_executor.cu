@@ -1,7 +1,8 @@
-// CudaExecutor (cuda_executor.h). One stream per plan GPU on its device; a stage's GPU-side steps
-// are queued on their destination's stream (so steps writing one buffer keep their order) and
-// the stage ends when every stream is idle. Host-side steps (CPU reduce, host-to-host copy,
-// exchange) first wait for all streams, then run on the calling thread.
+// CudaExecutor (cuda_executor.h). One stream per plan GPU on its device; the plan runs as
+// cuda_schedule() says (cuda_schedule.h, tested without a device): a stage's GPU-side steps are
+// queued on their destination's stream (so steps writing one buffer keep their order) and the
+// stage ends when every stream is idle. Host-side steps (CPU reduce, host-to-host copy, exchange)
+// first wait for all streams, then run on the calling thread.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "reduce_kernels.h"
 #include "sumcast/kernels/kernels.h"
 #include "sumcast/topo/cuda_executor.h"
+#include "sumcast/topo/cuda_schedule.h"
 
 namespace sumcast::topo {
 namespace {
@@ -49,6 +51,7 @@ struct CudaExecutor::Impl {
   std::vector<std::vector<bool>> peer;      // [dst][src]: direct reads
   std::vector<std::vector<void*>> staging;  // node id -> pinned slots
   void* host_scratch = nullptr;             // pinned, plan.bytes
+  std::vector<CudaOp> schedule;             // cuda_schedule() of the plan
 
   ~Impl() {
     for (size_t i = 0; i < streams.size(); ++i) {
@@ -76,80 +79,74 @@ struct CudaExecutor::Impl {
     return Status();
   }
 
-  Status step(const Step& s, std::span<void* const> bufs, const ExchangeFn& exchange) {
-    if (s.length == 0) return Status();
-    int dg = gpu_of_node[static_cast<size_t>(s.dst.node)], sg = gpu_of_node[static_cast<size_t>(s.src.node)];
+  // Carries out one op of the schedule (cuda_schedule.h decides; this only calls CUDA).
+  Status run_op(const CudaOp& o, std::span<void* const> bufs, const ExchangeFn& exchange) {
+    const Step& s = plan->stages[o.stage].steps[o.step];
+    const int dg = o.dst_gpu, sg = o.src_gpu;
     auto host = [&](const BufferRef& b) {
       return static_cast<uint8_t*>(staging[static_cast<size_t>(b.node)][static_cast<size_t>(b.slot)]) + s.offset;
     };
     auto dev = [&](int g) { return static_cast<uint8_t*>(bufs[static_cast<size_t>(g)]) + s.offset; };
-    size_t n = s.length / elem_size(dtype);
-    switch (s.op) {
-      case StepOp::kCopy:
-        if (dg >= 0 && sg >= 0) {
-          cudaSetDevice(device[static_cast<size_t>(dg)]);
-          SUMCAST_CUDA_TRY(
-              cudaMemcpyPeerAsync(dev(dg), device[static_cast<size_t>(dg)], dev(sg), device[static_cast<size_t>(sg)],
-                                  s.length, streams[static_cast<size_t>(dg)]),
-              "cudaMemcpyPeerAsync");
-        } else if (dg >= 0) {
-          cudaSetDevice(device[static_cast<size_t>(dg)]);
-          SUMCAST_CUDA_TRY(
-              cudaMemcpyAsync(dev(dg), host(s.src), s.length, cudaMemcpyHostToDevice, streams[static_cast<size_t>(dg)]),
-              "cudaMemcpyAsync H2D");
-        } else if (sg >= 0) {
-          SUMCAST_RETURN_IF_ERROR(sync_all());  // earlier steps of this stage may write the same host buffer
-          cudaSetDevice(device[static_cast<size_t>(sg)]);
-          SUMCAST_CUDA_TRY(cudaMemcpy(host(s.dst), dev(sg), s.length, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
-        } else {
-          SUMCAST_RETURN_IF_ERROR(sync_all());
-          std::memmove(host(s.dst), host(s.src), s.length);
-        }
+    const size_t n = s.length / elem_size(dtype);
+    if (o.stream < 0) {
+      SUMCAST_RETURN_IF_ERROR(sync_all());  // earlier steps of this stage may write what this one reads
+    } else {
+      cudaSetDevice(device[static_cast<size_t>(o.stream)]);
+    }
+    cudaStream_t stream = o.stream >= 0 ? streams[static_cast<size_t>(o.stream)] : nullptr;
+    uint8_t* dev_tmp = dg >= 0 ? static_cast<uint8_t*>(scratch[static_cast<size_t>(dg)]) + s.offset : nullptr;
+    uint8_t* host_tmp = static_cast<uint8_t*>(host_scratch) + s.offset;
+    switch (o.kind) {
+      case CudaOpKind::kPeerCopy:
+        SUMCAST_CUDA_TRY(cudaMemcpyPeerAsync(dev(dg), device[static_cast<size_t>(dg)], dev(sg),
+                                             device[static_cast<size_t>(sg)], s.length, stream),
+                         "cudaMemcpyPeerAsync");
         return Status();
-      case StepOp::kReduce:
-        if (dg >= 0) {
-          size_t d = static_cast<size_t>(dg);
-          cudaSetDevice(device[d]);
-          const void* src = nullptr;
-          if (sg >= 0 && peer[d][static_cast<size_t>(sg)]) {
-            src = dev(sg);
-          } else {
-            uint8_t* tmp = static_cast<uint8_t*>(scratch[d]) + s.offset;
-            if (sg >= 0) {
-              SUMCAST_CUDA_TRY(
-                  cudaMemcpyPeerAsync(tmp, device[d], dev(sg), device[static_cast<size_t>(sg)], s.length, streams[d]),
-                  "cudaMemcpyPeerAsync to scratch");
-            } else {
-              SUMCAST_CUDA_TRY(cudaMemcpyAsync(tmp, host(s.src), s.length, cudaMemcpyHostToDevice, streams[d]),
-                               "cudaMemcpyAsync H2D to scratch");
-            }
-            src = tmp;
-          }
-          SUMCAST_CUDA_TRY(cuda::launch_reduce(dtype, op, dev(dg), src, n, streams[d]), "reduce kernel");
-          return Status();
-        }
-        SUMCAST_RETURN_IF_ERROR(sync_all());
-        if (sg >= 0) {
-          cudaSetDevice(device[static_cast<size_t>(sg)]);
-          uint8_t* tmp = static_cast<uint8_t*>(host_scratch) + s.offset;
-          SUMCAST_CUDA_TRY(cudaMemcpy(tmp, dev(sg), s.length, cudaMemcpyDeviceToHost), "cudaMemcpy D2H to scratch");
-          return cpu_reduce(host(s.dst), tmp, s.length);
-        }
+      case CudaOpKind::kHostToDevice:
+        SUMCAST_CUDA_TRY(cudaMemcpyAsync(dev(dg), host(s.src), s.length, cudaMemcpyHostToDevice, stream),
+                         "cudaMemcpyAsync H2D");
+        return Status();
+      case CudaOpKind::kDeviceToHost:
+        cudaSetDevice(device[static_cast<size_t>(sg)]);
+        SUMCAST_CUDA_TRY(cudaMemcpy(host(s.dst), dev(sg), s.length, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+        return Status();
+      case CudaOpKind::kHostCopy:
+        std::memmove(host(s.dst), host(s.src), s.length);
+        return Status();
+      case CudaOpKind::kReduceDirect:
+        SUMCAST_CUDA_TRY(cuda::launch_reduce(dtype, op, dev(dg), dev(sg), n, stream), "reduce kernel");
+        return Status();
+      case CudaOpKind::kReducePeerScratch:
+        SUMCAST_CUDA_TRY(cudaMemcpyPeerAsync(dev_tmp, device[static_cast<size_t>(dg)], dev(sg),
+                                             device[static_cast<size_t>(sg)], s.length, stream),
+                         "cudaMemcpyPeerAsync to scratch");
+        SUMCAST_CUDA_TRY(cuda::launch_reduce(dtype, op, dev(dg), dev_tmp, n, stream), "reduce kernel");
+        return Status();
+      case CudaOpKind::kReduceHostScratch:
+        SUMCAST_CUDA_TRY(cudaMemcpyAsync(dev_tmp, host(s.src), s.length, cudaMemcpyHostToDevice, stream),
+                         "cudaMemcpyAsync H2D to scratch");
+        SUMCAST_CUDA_TRY(cuda::launch_reduce(dtype, op, dev(dg), dev_tmp, n, stream), "reduce kernel");
+        return Status();
+      case CudaOpKind::kReduceHostFromGpu:
+        cudaSetDevice(device[static_cast<size_t>(sg)]);
+        SUMCAST_CUDA_TRY(cudaMemcpy(host_tmp, dev(sg), s.length, cudaMemcpyDeviceToHost), "cudaMemcpy D2H to scratch");
+        return cpu_reduce(host(s.dst), host_tmp, s.length);
+      case CudaOpKind::kReduceHost:
         return cpu_reduce(host(s.dst), host(s.src), s.length);
-      case StepOp::kExchange: {
+      case CudaOpKind::kExchangeHost:
+      case CudaOpKind::kExchangeGpu:
         if (!exchange)
           return Status::invalid_argument("the plan has an exchange step and no exchange function was given");
-        SUMCAST_RETURN_IF_ERROR(sync_all());
-        if (dg < 0) return exchange(host(s.dst), s.offset, s.length);
-        uint8_t* tmp = static_cast<uint8_t*>(host_scratch) + s.offset;
+        if (o.kind == CudaOpKind::kExchangeHost) return exchange(host(s.dst), s.offset, s.length);
         cudaSetDevice(device[static_cast<size_t>(dg)]);
-        SUMCAST_CUDA_TRY(cudaMemcpy(tmp, dev(dg), s.length, cudaMemcpyDeviceToHost), "cudaMemcpy D2H for exchange");
-        SUMCAST_RETURN_IF_ERROR(exchange(tmp, s.offset, s.length));
-        SUMCAST_CUDA_TRY(cudaMemcpy(dev(dg), tmp, s.length, cudaMemcpyHostToDevice), "cudaMemcpy H2D after exchange");
+        SUMCAST_CUDA_TRY(cudaMemcpy(host_tmp, dev(dg), s.length, cudaMemcpyDeviceToHost),
+                         "cudaMemcpy D2H for exchange");
+        SUMCAST_RETURN_IF_ERROR(exchange(host_tmp, s.offset, s.length));
+        SUMCAST_CUDA_TRY(cudaMemcpy(dev(dg), host_tmp, s.length, cudaMemcpyHostToDevice),
+                         "cudaMemcpy H2D after exchange");
         return Status();
-      }
     }
-    return Status::internal("unknown step op");
+    return Status::internal("unknown op");
   }
 };
 
@@ -203,6 +200,7 @@ Result<std::unique_ptr<CudaExecutor>> CudaExecutor::create(const HostModel& mode
       impl->peer[i][j] = e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
     }
   }
+  impl->schedule = cuda_schedule(model, plan, impl->peer);
   impl->staging.resize(model.nodes().size());
   for (const auto& [node, slots] : plan.host_slots) {
     for (int s = 0; s < slots; ++s) {
@@ -219,9 +217,11 @@ Status CudaExecutor::run(std::span<void* const> device_buffers, const ExchangeFn
   if (device_buffers.size() != impl_->device.size()) {
     return Status::invalid_argument("run() needs one device buffer per GPU of the plan");
   }
-  for (const Stage& stage : impl_->plan->stages) {
-    for (const Step& s : stage.steps) {
-      Status st = impl_->step(s, device_buffers, exchange);
+  const std::vector<CudaOp>& ops = impl_->schedule;
+  size_t i = 0;
+  for (size_t stage = 0; stage < impl_->plan->stages.size(); ++stage) {
+    for (; i < ops.size() && ops[i].stage == stage; ++i) {
+      Status st = impl_->run_op(ops[i], device_buffers, exchange);
       if (!st.ok()) {
         (void)impl_->sync_all();
         return st;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 
 extern char** environ;
@@ -189,7 +190,40 @@ std::string plan_dot(const HostModel& model, const Plan& plan) {
     int numa = model.node(gpus[static_cast<size_t>(plan.groups[g].front())]).numa;
     out += "  subgraph cluster_g" + std::to_string(g) + " {\n    label=\"switch group " + std::to_string(g) +
            "\"; color=\"#888888\";\n";
-    for (int i : plan.groups[g]) out += "    g" + std::to_string(i) + " [label=" + quote(gname(i)) + "];\n";
+    // Switches under the group's top switch (trees of several levels) as nested clusters, in the
+    // GPU order.
+    const int top = model.top_switch(gpus[static_cast<size_t>(plan.groups[g].front())]);
+    std::map<int, std::vector<int>> below;  // switch -> sub-switches and GPU indexes (as -1 - i)
+    for (int i : plan.groups[g]) {
+      int child = -1 - i;
+      for (int up : model.pcie_ancestors(gpus[static_cast<size_t>(i)])) {
+        if (top < 0 || up == top) break;
+        auto& k = below[up];
+        if (std::find(k.begin(), k.end(), child) == k.end()) k.push_back(child);
+        child = up;
+      }
+      if (top >= 0) {
+        auto& k = below[top];
+        if (std::find(k.begin(), k.end(), child) == k.end()) k.push_back(child);
+      }
+    }
+    std::function<void(int, const std::string&)> draw = [&](int node, const std::string& indent) {
+      for (int c : below[node]) {
+        if (c < 0) {
+          out += indent + "g" + std::to_string(-1 - c) + " [label=" + quote(gname(-1 - c)) + "];\n";
+          continue;
+        }
+        out += indent + "subgraph cluster_s" + std::to_string(c) + " {\n" + indent +
+               "  label=" + quote(model.node(c).name) + "; color=\"#bbbbbb\";\n";
+        draw(c, indent + "  ");
+        out += indent + "}\n";
+      }
+    };
+    if (top >= 0) {
+      draw(top, "    ");
+    } else {
+      for (int i : plan.groups[g]) out += "    g" + std::to_string(i) + " [label=" + quote(gname(i)) + "];\n";
+    }
     out += "  }\n";
     out += "  mem" + std::to_string(numa) + " [label=" + quote(model.node(numa).name + " memory (CPU sums)") +
            ", shape=box3d, fillcolor=\"#dde8f5\"];\n";

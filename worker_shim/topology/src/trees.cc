@@ -97,7 +97,9 @@ class Exhaustive {
         double wb = best(b, child);
         if (wb == kNone) continue;
         double total = w_[static_cast<size_t>(root)][static_cast<size_t>(child)] + wa + wb;
-        if (total > best_w + 1e-12 * std::fabs(total)) {
+        // The first candidate always counts: with unlimited (infinite) weights the tolerance term
+        // is inf - inf and no comparison would ever hold.
+        if (best_choice.second < 0 || total > best_w + 1e-12 * std::fabs(total)) {
           best_w = total;
           best_choice = {b, child};
         }

@@ -56,6 +56,7 @@ struct MpiConfig {
   bool check = false;                        // SUMCAST_MPI_CHECK: ranks compare every decision (debugging)
   bool device_stage = true;                  // SUMCAST_MPI_DEVICE_BUFFERS: stage (true) or mpi
   std::string cuda_driver = "libcuda.so.1";  // SUMCAST_MPI_CUDA_DRIVER
+  std::string topology_file;                 // SUMCAST_MPI_TOPOLOGY: host description; "": detect NUMA nodes
 };
 
 enum class EnvType : uint8_t { kBool, kBytes, kUint, kString, kList, kPath };

@@ -35,20 +35,29 @@ class Stats {
   // Field layout of snapshot(): per call kind {taken calls, bytes, ns, passed calls, bytes, ns},
   // then one count per pass reason, then calls taken on the intra-node path, then appliance
   // retransmissions, then calls whose device buffers were staged through host memory and the
-  // bytes copied (both ways).
+  // bytes copied (both ways), then the intra-node plan's stage runs (per piece: the reduce within
+  // each NUMA node, the reduce across them) and the bytes its reductions and copies read from
+  // memory on the rank's own NUMA node and from other NUMA nodes (over the SMP link).
   static constexpr size_t kPerKind = 6;
   static constexpr size_t kReasonBase = kPerKind * kCallKindCount;
   static constexpr size_t kIntranodeField = kReasonBase + kPassReasonCount;
   static constexpr size_t kRetransmitField = kIntranodeField + 1;
   static constexpr size_t kStagedCallsField = kRetransmitField + 1;
   static constexpr size_t kStagedBytesField = kStagedCallsField + 1;
-  static constexpr size_t kFields = kStagedBytesField + 1;
+  static constexpr size_t kNumaStageField = kStagedBytesField + 1;
+  static constexpr size_t kCrossStageField = kNumaStageField + 1;
+  static constexpr size_t kLocalBytesField = kCrossStageField + 1;
+  static constexpr size_t kSmpBytesField = kLocalBytesField + 1;
+  static constexpr size_t kFields = kSmpBytesField + 1;
   using Snapshot = std::array<uint64_t, kFields>;
 
   void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
   void passed(CallKind kind, PassReason reason, uint64_t bytes, uint64_t ns);
   void add_retransmissions(uint64_t n);
   void staged(uint64_t bytes_copied);
+  // One piece through the intra-node plan: whether it ran the reduce within NUMA nodes and the
+  // one across them, and the bytes read on the own node and across nodes.
+  void intranode_piece(bool numa_stage, bool cross_stage, uint64_t local_bytes, uint64_t smp_bytes);
   Snapshot snapshot() const;
 
   // Lines to print (each starts with "sumcast-mpi: "). `scope` says whose figures these are
