@@ -53,7 +53,8 @@ extern "C" {
 #endif
 
 #define SUMCAST_API_VERSION_MAJOR 1
-#define SUMCAST_API_VERSION_MINOR 2 /* 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group */
+/* Minor versions: 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group. */
+#define SUMCAST_API_VERSION_MINOR 2
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
 typedef enum sumcast_result {
