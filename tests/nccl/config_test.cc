@@ -72,6 +72,21 @@ TEST(PluginConfig, OutOfRangeValueNamesTheKey) {
   EXPECT_NE(c.status().message().find("SUMCAST_PAYLOAD_BYTES=4097"), std::string::npos) << c.status().message();
 }
 
+TEST(PluginConfig, MulticastIsAskedForWithOneAndRefusesOtherValues) {
+  Env off{{{"SUMCAST_NCCL_CONF", "/dev/null"}}};
+  auto c = load_config(off.getter());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->multicast);
+  Env on{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"SUMCAST_MULTICAST", "1"}}};
+  c = load_config(on.getter());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->multicast);
+  Env bad{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"SUMCAST_MULTICAST", "yes"}}};
+  c = load_config(bad.getter());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("SUMCAST_MULTICAST=yes"), std::string::npos) << c.status().message();
+}
+
 TEST(PluginConfig, MissingExplicitFileIsAnError) {
   Env env{{{"SUMCAST_NCCL_CONF", "/nonexistent/nccl.conf"}}};
   EXPECT_FALSE(load_config(env.getter()).ok());

@@ -118,6 +118,7 @@ shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lan
   cfg.op = op;
   cfg.payload_bytes = c->config->payload_bytes;
   cfg.slots = static_cast<uint16_t>(c->config->slots);
+  cfg.multicast = c->config->multicast;
   cfg.bind_ip = c->config->bind_ip;
   cfg.rto_initial_us = c->config->rto_us;
   cfg.rto_max_us = std::max<uint32_t>(cfg.rto_max_us, c->config->rto_us);

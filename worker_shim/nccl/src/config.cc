@@ -30,6 +30,7 @@ constexpr Key kKeys[] = {
     {"SUMCAST_BIND_IP", Kind::kString, 0, 0, "local IPv4 of the all-reduce data socket"},
     {"SUMCAST_PAYLOAD_BYTES", Kind::kU32, 8, 4096, "payload bytes per packet wanted"},
     {"SUMCAST_SLOTS", Kind::kU32, 0, 65535, "window slots per appliance (0: appliance default)"},
+    {"SUMCAST_MULTICAST", Kind::kU32, 0, 1, "1: ask for results by IPv4 multicast (the appliance must allow it)"},
     {"SUMCAST_RTO_US", Kind::kU32, 100, 10000000, "first retransmission timeout"},
     {"SUMCAST_OP_TIMEOUT_MS", Kind::kU32, 0, 3600000, "no result this long fails the call (0: never)"},
     {"SUMCAST_REGISTER_TIMEOUT_MS", Kind::kU32, 100, 3600000, "all nodes must register within"},
@@ -93,6 +94,7 @@ Status apply(const Key& key, const std::string& value, PluginConfig* c) {
       const auto u = static_cast<uint32_t>(v);
       if (n == "SUMCAST_PAYLOAD_BYTES") c->payload_bytes = u;
       if (n == "SUMCAST_SLOTS") c->slots = u;
+      if (n == "SUMCAST_MULTICAST") c->multicast = u != 0;
       if (n == "SUMCAST_RTO_US") c->rto_us = u;
       if (n == "SUMCAST_OP_TIMEOUT_MS") c->op_timeout_ms = u;
       if (n == "SUMCAST_REGISTER_TIMEOUT_MS") c->register_timeout_ms = u;

@@ -31,6 +31,7 @@ struct PluginConfig {
   std::string bind_ip;                   // SUMCAST_BIND_IP: local IPv4 of the data socket; "": routed
   uint32_t payload_bytes = 1024;         // SUMCAST_PAYLOAD_BYTES: 8..4096
   uint32_t slots = 0;                    // SUMCAST_SLOTS: window slots per appliance; 0: the appliance's
+  bool multicast = false;                // SUMCAST_MULTICAST: 1 asks for results by multicast
   uint32_t rto_us = 5000;                // SUMCAST_RTO_US: first retransmission timeout
   uint32_t op_timeout_ms = 30000;        // SUMCAST_OP_TIMEOUT_MS: no result this long fails (0: never)
   uint32_t register_timeout_ms = 60000;  // SUMCAST_REGISTER_TIMEOUT_MS: all nodes must register within
