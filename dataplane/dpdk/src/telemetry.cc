@@ -42,6 +42,7 @@ std::string telemetry_safe_long(const std::string& s) {
   X(results_sent) \
   X(aborts_sent) \
   X(arp_replies) \
+  X(arp_learned) \
   X(jobs_active)
 // clang-format on
 

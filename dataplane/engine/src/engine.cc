@@ -249,6 +249,15 @@ struct Engine::Impl {
     write_result_headers_from(j.result_headers, h, len, frame);
   }
   void answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx);
+  // The MAC a unicast frame to `m` goes to: its next hop's, or the registered one without a
+  // next-hop table. false (nothing written) while the next hop is unresolved.
+  bool dest_mac(const Member& m, uint8_t out[6]) const {
+    if (m.next_hop == kNoNextHop || opt.next_hops == nullptr) {
+      std::memcpy(out, m.mac, 6);
+      return true;
+    }
+    return opt.next_hops->mac(m.next_hop, out);
+  }
 
   EngineOptions opt;  // as given, with the clock resolved (nullptr: steady_ns at 1e9 Hz)
   void* (*allocate)(size_t bytes, void* ctx);
@@ -560,6 +569,11 @@ uint64_t Engine::Impl::replicate(Job& j, wire::SumcastHeader h, const uint8_t* p
   uint32_t icrc_member0 = 0;  // the ICRC of this result addressed to member 0
   uint64_t sent = 0;
   for (uint32_t r = 0; r < j.world; ++r) {
+    uint8_t mac[6];
+    if (!dest_mac(j.members[r], mac)) {
+      drop(DropReason::kNextHopUnresolved);
+      continue;
+    }
     uint8_t* buf = tx.acquire();
     if (buf == nullptr) {
       drop(DropReason::kTxNoBuffer);
@@ -579,9 +593,11 @@ uint64_t Engine::Impl::replicate(Job& j, wire::SumcastHeader h, const uint8_t* p
       }
       icrc_member0 = load_le32(buf + flen - wire::kIcrcLen);
       if (r != 0) icrc_member0 ^= crc::multiply(j.dest_crc[r], j.shift);
+      std::memcpy(buf, mac, 6);  // the Ethernet header is outside the ICRC
     } else {
       std::memcpy(buf, prev, flen);
       readdress(buf, j.members[r], rank);
+      std::memcpy(buf, mac, 6);
       store_le32(buf + flen - wire::kIcrcLen, icrc_member0 ^ crc::multiply(j.dest_crc[r], j.shift));
       tx.submit(prev, static_cast<uint32_t>(flen));
       ++sent;
@@ -620,6 +636,11 @@ wire::Addressing Engine::Impl::addressing(const Job& j, uint16_t rank) const {
 // Builds one frame of `j` to member `rank` (kRankMulticast: the job's group) and hands it to tx.
 bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, uint16_t rank,
                         TxSink& tx) {
+  uint8_t mac[6];
+  if (rank != wire::kRankMulticast && !dest_mac(j.members[rank], mac)) {
+    drop(DropReason::kNextHopUnresolved);
+    return false;
+  }
   uint8_t* buf = tx.acquire();
   if (buf == nullptr) {
     drop(DropReason::kTxNoBuffer);
@@ -627,6 +648,7 @@ bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payl
   }
   h.rank = rank;
   uint8_t* out = wire::write_frame_headers(buf, addressing(j, rank), h, len);
+  if (rank != wire::kRankMulticast) std::memcpy(buf, mac, 6);
   if (len != 0) std::memcpy(out, payload, len);
   const size_t flen = wire::frame_len(len);
   icrc::stamp_frame(std::span<uint8_t>(buf, flen));
@@ -636,12 +658,32 @@ bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payl
   return true;
 }
 
+// A request for our address is answered (and shown to the observer: it carries the sender's
+// MAC); a reply to our address or an announcement (sender address = target address) only goes to
+// the observer; anything else is arp_ignored.
 void Engine::Impl::answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx) {
   const uint8_t* a = frame + wire::kEthHeaderLen;
   if (len < wire::kEthHeaderLen + kArpLen || load_be16(a) != kArpHtypeEthernet ||
-      load_be16(a + 2) != wire::kEtherTypeIpv4 || a[4] != 6 || a[5] != 4 || load_be16(a + 6) != kArpOpRequest ||
-      opt.local_ip == 0 || load_be32(a + 24) != opt.local_ip) {
+      load_be16(a + 2) != wire::kEtherTypeIpv4 || a[4] != 6 || a[5] != 4 || opt.local_ip == 0) {
     drop(DropReason::kArpIgnored);
+    return;
+  }
+  const uint16_t op = load_be16(a + 6);
+  const uint32_t sender = load_be32(a + 14), target = load_be32(a + 24);
+  const bool request_for_us = op == kArpOpRequest && target == opt.local_ip;
+  const bool teaches = opt.arp_observer != nullptr && sender != opt.local_ip &&
+                       ((op == kArpOpReply && target == opt.local_ip) ||
+                        ((op == kArpOpRequest || op == kArpOpReply) && sender == target));
+  if (request_for_us && opt.arp_observer != nullptr && sender != opt.local_ip) {
+    opt.arp_observer(frame, len, opt.arp_observer_ctx);
+  }
+  if (!request_for_us) {
+    if (teaches) {
+      opt.arp_observer(frame, len, opt.arp_observer_ctx);
+      bump(counters.arp_learned);
+    } else {
+      drop(DropReason::kArpIgnored);
+    }
     return;
   }
   uint8_t* buf = tx.acquire();

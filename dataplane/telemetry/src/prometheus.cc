@@ -28,6 +28,7 @@ constexpr Help kCoreHelp[] = {
     {"results_sent", "Result frames sent."},
     {"aborts_sent", "Abort frames sent to members of failed jobs."},
     {"arp_replies", "ARP replies sent for the data address."},
+    {"arp_learned", "ARP replies to the data address and announcements handed to the neighbour resolver."},
     {"jobs_active", "Jobs installed on the engine core."},
     {"rx_bursts", "Non-empty receive bursts."},
     {"dispatched_out", "Frames handed to another core (software dispatch)."},

@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "sumcast/next_hop.h"
 #include "sumcast/status.h"
 #include "sumcast/wire/format.h"
 #include "sumcast/wire/packet.h"
@@ -43,7 +44,8 @@ namespace sumcast::engine {
   X(kChunkMismatch, "chunk_mismatch") /* offset/count/coll_seq differ in one round */ \
   X(kVersionBit, "version_bit")       /* flags' version bit != round & 1 */           \
   X(kArpIgnored, "arp_ignored")       /* ARP not asking for our address */            \
-  X(kTxNoBuffer, "tx_no_buffer")      /* a reply could not be built: pool empty */
+  X(kTxNoBuffer, "tx_no_buffer")      /* a reply could not be built: pool empty */    \
+  X(kNextHopUnresolved, "next_hop_unresolved") /* a reply's next hop has no MAC yet */
 
 enum class DropReason : uint8_t {
 #define SUMCAST_X(name, str) name,
@@ -82,6 +84,7 @@ struct alignas(64) CoreCounters {
   std::atomic<uint64_t> results_sent{0};
   std::atomic<uint64_t> aborts_sent{0};
   std::atomic<uint64_t> arp_replies{0};
+  std::atomic<uint64_t> arp_learned{0};  // ARP replies/announcements handed to the neighbour resolver
   std::atomic<uint64_t> jobs_active{0};
   std::atomic<uint64_t> drops[kDropReasonCount]{};
   // Every completed round adds its latency (see kLatencyBuckets); count = sum of the buckets.
@@ -110,10 +113,13 @@ class TxSink {
 
 // One member of a job: its data endpoint.
 struct Member {
-  uint8_t mac[6] = {};
-  uint32_t ip = 0;  // host order
+  uint8_t mac[6] = {};  // as registered: used only without a next hop (next_hop == kNoNextHop)
+  uint32_t ip = 0;      // host order
   uint16_t udp_port = wire::kRoceUdpPort;
   uint32_t qpn = 0;
+  // Index of the member's next hop (itself on-link, or its gateway) in EngineOptions::next_hops,
+  // whose MAC unicast frames to it carry; kNoNextHop: the registered mac.
+  uint32_t next_hop = kNoNextHop;
 };
 
 // A job as the control plane hands it to every core (docs/protocol.md §8).
@@ -144,6 +150,14 @@ struct EngineOptions {
   uint32_t core_count = 1;
   uint8_t local_mac[6] = {};
   uint32_t local_ip = 0;    // host order; ARP is answered for it
+  // Next hops' MACs, published by the neighbour resolver (Member::next_hop indexes it); nullptr:
+  // members' registered MACs are used.
+  const NextHopTable* next_hops = nullptr;
+  // Called with every ARP frame that can teach the neighbour resolver a MAC (requests for our
+  // address, replies to it, announcements), on the lcore, before the request is answered. The
+  // frame is valid only during the call. nullptr: not called.
+  void (*arp_observer)(const uint8_t* frame, uint32_t len, void* ctx) = nullptr;
+  void* arp_observer_ctx = nullptr;
   uint32_t qpn = 0x000100;  // this core's QPN (BTH DestQP of its contributions)
   bool verify_icrc = true;
   uint32_t max_jobs = 64;
