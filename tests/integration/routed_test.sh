@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Results that cross a router: the routed bed (tools/testbed/testbed.sh tb_up_routed: workers in
+# 10.77.0.0/24 and 10.78.0.0/24, the appliance in 10.79.0.0/24, a router namespace between them).
+# The appliance resolves its next hops itself (ARP) and addresses every result to the gateway's
+# MAC; the workers' kernels route their contributions. MODE:
+#   exact_loss1  port.gateway; 4 ranks, fp32 and bf16 with --check while the router drops 1% of the
+#                RoCEv2 frames it forwards each way (its own counters): exact, every rank
+#                retransmitted, the appliance answered at least the lost results; the log shows
+#                the gateway resolved by ARP.
+#   router_mac   port.gateway, port.arp_refresh_ms 1000: the router's MAC on the appliance subnet
+#                changes mid-job (no gratuitous ARP: the kernel sends none by default); results
+#                to the old MAC are lost until the appliance re-resolves the gateway. Exact; the
+#                log names the new MAC; the job was still running when the MAC changed.
+#   no_route     port.routes for the two worker subnets only, no gateway: a 2-rank job across
+#                them is exact (static routes), and a rank in 10.80.0.0/24 (reachable from the
+#                router, but not routed by the appliance) is refused at registration at once,
+#                naming its address.
+#
+# usage: routed_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR MODE
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+shift 4
+MODE=$1
+N=4
+IT_BED=routed
+IT_JOB_TIMEOUT_MS=10000
+gw_conf="prefix_len = 24; gateway = \"10.79.0.254\";"
+case $MODE in
+  exact_loss1) TB_PORT_EXTRA=$gw_conf ;;
+  router_mac) TB_PORT_EXTRA="$gw_conf arp_refresh_ms = 1000;" ;;
+  no_route) N=2 TB_PORT_EXTRA='prefix_len = 24; routes = [ "10.77.0.0/24 via 10.79.0.254", "10.78.0.0/24 via 10.79.0.254" ];' ;;
+  *) fail "unknown mode $MODE" ;;
+esac
+export TB_PORT_EXTRA
+
+it_begin $N
+it_start_appliance
+note "workers at ${TB_WORKER_IP[*]}; appliance data $TB_APP_IP behind gateway $TB_GW_IP"
+
+nft_counter() {  # NAME -> packets of the router's loss counter
+  tb_exec rt nft -j list counter inet sumcast_loss "$1" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'
+}
+router_mac() { tb_exec rt cat "/sys/class/net/$TB_ROUTER_IF/address"; }
+
+case $MODE in
+  exact_loss1)
+    tb_loss 1
+    before_answered=$(it_stat retransmits_answered)
+    for dtype in fp32 bf16; do
+      it_ranks "$dtype" "routed-$dtype" $N --dtype "$dtype" --counts 1,257,16385,200000,1048576 --iters 2 --warmup 0 \
+        --check --op-timeout-ms 20000
+      it_wait 60 || fail "$dtype: hung (no result within 60 s)"
+      it_expect_exact "$dtype" $N 5
+      note "$dtype exact across the router under 1% loss"
+    done
+    answered=$(($(it_stat retransmits_answered) - before_answered))
+    up=$(nft_counter lost_up) down=$(nft_counter lost_down)
+    [ "$up" -gt 0 ] && [ "$down" -gt 0 ] || fail "the router dropped $up contributions and $down results: not both ways"
+    retx=0
+    for dtype in fp32 bf16; do
+      for ((i = 0; i < N; i++)); do
+        r=$(($(it_counter "$dtype" $i retransmissions) + $(it_counter "$dtype" $i fast_retransmissions)))
+        [ "$r" -gt 0 ] || fail "$dtype rank $i made no retransmission"
+        retx=$((retx + r))
+      done
+    done
+    [ "$retx" -ge $((up + down)) ] || fail "workers retransmitted $retx times for $((up + down)) lost packets"
+    [ "$answered" -ge "$down" ] || fail "appliance answered $answered retransmissions for $down lost results"
+    grep -q "neighbour $TB_GW_IP is at $(router_mac)" "$IT_WORK/sumcastd.log" ||
+      fail "sumcastd did not log the gateway $TB_GW_IP at $(router_mac)"
+    [ "$(it_stat drop_next_hop_unresolved)" = 0 ] || fail "results dropped as next_hop_unresolved after the GRANT"
+    echo "PASS: exact_loss1: exact across the router; $up contributions and $down results lost, $retx retransmissions, $answered answered"
+    ;;
+  router_mac)
+    old=$(router_mac)
+    it_ranks mac routed-mac $N --counts 262144 --iters 40 --warmup 0 --check --op-timeout-ms 30000
+    # Mid-job: some slots completed through the old MAC.
+    it_until 30 bash -c "[ \"\$('$SUMCASTCTL' --prefix '$TB_PREFIX' stats --json | jq -r .total.slots_completed)\" -ge 200 ]" ||
+      fail "the job made no progress through the router"
+    new=02:5c:00:00:00:fe
+    tb_exec rt ip link set dev "$TB_ROUTER_IF" address "$new"
+    for p in "${IT_PIDS[@]}"; do _it_alive "$p" || fail "a rank ended before the MAC changed: the job is too short"; done
+    note "router's MAC on the appliance subnet changed from $old to $new mid-job"
+    it_wait 90 || fail "hung after the router's MAC changed"
+    it_expect_exact mac $N 1
+    grep -q "neighbour $TB_GW_IP is at $new (MAC changed)" "$IT_WORK/sumcastd.log" ||
+      fail "sumcastd did not learn the gateway's new MAC $new"
+    answered=$(it_stat retransmits_answered)
+    [ "$answered" -gt 0 ] || fail "no retransmission was answered: the results to the old MAC were not lost?"
+    echo "PASS: router_mac: the gateway's MAC changed mid-job ($old -> $new), learned; exact; $answered retransmissions answered"
+    ;;
+  no_route)
+    it_ranks near routed-near 2 --counts 1,16385 --iters 2 --warmup 0 --check
+    it_wait 60 || fail "hung"
+    it_expect_exact near 2 2
+    note "ranks in 10.77.0.0/24 and 10.78.0.0/24 exact through port.routes"
+    far=$TB_NET_C.10
+    tb_add_routed_node far "$far" || fail "no host in $TB_NET_C.0/24"
+    t0=$EPOCHREALTIME
+    rc=0
+    tb_exec far timeout 30 "$ALLREDUCE" --appliance "$TB_MGMT_IP:4790" --token-file "$IT_WORK/token" --job far \
+      --rank 1 --world 2 --bind "$far" --counts 1 --iters 1 --warmup 0 >"$IT_WORK/far.log" 2>&1 || rc=$?
+    ms=$(it_elapsed_ms "$t0" "$EPOCHREALTIME")
+    [ "$rc" != 0 ] || fail "the rank at $far was accepted"
+    [ "$rc" != 124 ] || fail "the rank at $far hung instead of being refused"
+    grep -q "unreachable" "$IT_WORK/far.log" && grep -q "no route to $far" "$IT_WORK/far.log" ||
+      fail "the refusal does not name the address: $(tail -n 3 "$IT_WORK/far.log")"
+    [ "$ms" -lt 10000 ] || fail "the refusal took $ms ms"
+    note "refused in $ms ms: $(grep -o 'no route to [^;]*' "$IT_WORK/far.log" | head -1)"
+    echo "PASS: no_route: static routes carry results; a member without a route is refused at registration"
+    ;;
+esac
