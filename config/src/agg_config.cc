@@ -242,6 +242,8 @@ class Parser {
         string_field("gateway", &port.gateway, false),
         {"routes", [this, &port](const Setting& s, const std::string& path) { return read_routes(s, path, &port); }},
         int_field("arp_refresh_ms", &port.arp_refresh_ms, 1000, 3600000),
+        int_field("dscp", &port.dscp, 0, 63),
+        bool_field("ecn", &port.ecn),
         int_field("mtu", &port.mtu, 576, 9216),
         int_field("rx_desc", &port.rx_desc, 64, 16384, IntRule::kPowerOfTwo),
         int_field("tx_desc", &port.tx_desc, 64, 16384, IntRule::kPowerOfTwo),
@@ -297,8 +299,9 @@ class Parser {
       }
       r.len = static_cast<uint8_t>(std::stoi(len));
       const uint32_t mask = r.len == 0 ? 0 : ~uint32_t{0} << (32 - r.len);
-      if ((*prefix & ~mask) != 0) return bad("has host bits set in its prefix (the network is " +
-                                             detail::format_ipv4(*prefix & mask) + "/" + len + ")");
+      if ((*prefix & ~mask) != 0)
+        return bad("has host bits set in its prefix (the network is " + detail::format_ipv4(*prefix & mask) + "/" +
+                   len + ")");
       r.prefix = *prefix;
       const std::optional<uint32_t> gw = detail::parse_ipv4(t.substr(via + 5));
       if (!gw) return bad("has no dotted-quad gateway after \"via\"");

@@ -157,12 +157,12 @@ class Validator {
     const std::vector<RouteConfig>& routes = config_.port.routes;
     for (size_t i = 0; i < routes.size(); ++i) {
       const std::string key = "port.routes[" + std::to_string(i) + "]";
-      SUMCAST_RETURN_IF_ERROR(check_next_hop(key, in_quotes(routes[i].text) + ": gateway " +
-                                                      detail::format_ipv4(routes[i].via), routes[i].via));
+      SUMCAST_RETURN_IF_ERROR(check_next_hop(
+          key, in_quotes(routes[i].text) + ": gateway " + detail::format_ipv4(routes[i].via), routes[i].via));
       for (size_t j = 0; j < i; ++j) {
         if (routes[j].prefix == routes[i].prefix && routes[j].len == routes[i].len) {
-          return error(key, in_quotes(routes[i].text) + " routes the same prefix as port.routes[" + std::to_string(j) +
-                                "]");
+          return error(key,
+                       in_quotes(routes[i].text) + " routes the same prefix as port.routes[" + std::to_string(j) + "]");
         }
       }
     }

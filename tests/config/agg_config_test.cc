@@ -173,6 +173,7 @@ constexpr IntKey kIntKeys[] = {
     {"eal", "memory_mb", 64, 1048576},
     {"port", "prefix_len", 0, 32},
     {"port", "arp_refresh_ms", 1000, 3600000},
+    {"port", "dscp", 0, 63},
     {"port", "mtu", 576, 9216},
     {"port", "rx_desc", 64, 16384},
     {"port", "tx_desc", 64, 16384},
@@ -349,7 +350,8 @@ std::vector<BadFile> bad_files() {
       {"route without via", config_text({{"port", "routes = [ \"10.78.0.0/16 10.79.0.254\" ];"}}), "routes",
        "port.routes[0]: \"10.78.0.0/16 10.79.0.254\" is not \"prefix/len via gateway\" (e.g. \"10.78.0.0/16 via "
        "10.79.0.254\")"},
-      {"route with a bad prefix", config_text({{"port", "routes = [ \"10.78.0.0/16 via 10.79.0.254\",\n    \"10.78.0/24 via 10.79.0.254\" ];"}}),
+      {"route with a bad prefix",
+       config_text({{"port", "routes = [ \"10.78.0.0/16 via 10.79.0.254\",\n    \"10.78.0/24 via 10.79.0.254\" ];"}}),
        "10.78.0/24", "port.routes[1]: \"10.78.0/24 via 10.79.0.254\" has no dotted-quad prefix before '/'"},
       {"route with a bad length", config_text({{"port", "routes = [ \"10.78.0.0/33 via 10.79.0.254\" ];"}}), "routes",
        "port.routes[0]: \"10.78.0.0/33 via 10.79.0.254\" has a prefix length that is not 0..32"},

@@ -321,11 +321,13 @@ TEST_F(AggValidate, GatewayAndRoutesMustBeOnLinkHosts) {
                "port.gateway: 10.0.0.255 is the subnet's network or broadcast address");
   expect_error({{"port", "prefix_len = 24;"}, {"port", "gateway = \"router\";"}}, "gateway",
                "port.gateway: \"router\" is not a dotted-quad IPv4 address");
-  expect_error({{"port", "prefix_len = 24;"}, {"port", "routes = [ \"10.78.0.0/16 via 10.0.0.2\",\n    \"10.79.0.0/16 via 10.9.0.2\" ];"}},
+  expect_error({{"port", "prefix_len = 24;"},
+                {"port", "routes = [ \"10.78.0.0/16 via 10.0.0.2\",\n    \"10.79.0.0/16 via 10.9.0.2\" ];"}},
                "10.79.0.0/16",
                "port.routes[1]: \"10.79.0.0/16 via 10.9.0.2\": gateway 10.9.0.2 is not in the port's subnet "
                "10.0.0.0/24 (a gateway must be on-link)");
-  expect_error({{"port", "prefix_len = 24;"}, {"port", "routes = [ \"10.78.0.0/16 via 10.0.0.2\",\n    \"10.78.0.0/16 via 10.0.0.3\" ];"}},
+  expect_error({{"port", "prefix_len = 24;"},
+                {"port", "routes = [ \"10.78.0.0/16 via 10.0.0.2\",\n    \"10.78.0.0/16 via 10.0.0.3\" ];"}},
                "via 10.0.0.3",
                "port.routes[1]: \"10.78.0.0/16 via 10.0.0.3\" routes the same prefix as port.routes[0]");
 }

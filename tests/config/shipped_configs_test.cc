@@ -37,6 +37,8 @@ const std::vector<std::string> kAllKeys = {
     "port.gateway",
     "port.routes",
     "port.arp_refresh_ms",
+    "port.dscp",
+    "port.ecn",
     "port.mtu",
     "port.rx_desc",
     "port.tx_desc",
@@ -136,6 +138,8 @@ TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
   EXPECT_EQ(c.port.gateway, defaults.port.gateway);
   EXPECT_TRUE(c.port.routes.empty());
   EXPECT_EQ(c.port.arp_refresh_ms, defaults.port.arp_refresh_ms);
+  EXPECT_EQ(c.port.dscp, defaults.port.dscp);
+  EXPECT_EQ(c.port.ecn, defaults.port.ecn);
   EXPECT_EQ(c.port.mtu, defaults.port.mtu);
   EXPECT_EQ(c.port.rx_desc, defaults.port.rx_desc);
   EXPECT_EQ(c.port.tx_desc, defaults.port.tx_desc);

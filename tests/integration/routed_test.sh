@@ -15,6 +15,12 @@
 #                them is exact (static routes), and a rank in 10.80.0.0/24 (reachable from the
 #                router, but not routed by the appliance) is refused at registration at once,
 #                naming its address.
+#   hosts        scale-out across the router: the appliance and the 4 worker hosts' own summation
+#                services (sumcast-allreduce --serve, the embedded service sumcast-serve runs; kernel
+#                routing) share every call; exact, and every host aggregator took part.
+#   dscp         port.dscp 26 and port.ecn on the appliance, --dscp 26 --ecn on the workers: every
+#                RoCEv2 frame the router forwards carries DSCP 26 and ECT(0), both directions
+#                (nftables counters on the router: all frames vs. the marked ones); exact.
 #
 # usage: routed_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR MODE
 set -euo pipefail
@@ -31,6 +37,8 @@ gw_conf="prefix_len = 24; gateway = \"10.79.0.254\";"
 case $MODE in
   exact_loss1) TB_PORT_EXTRA=$gw_conf ;;
   router_mac) TB_PORT_EXTRA="$gw_conf arp_refresh_ms = 1000;" ;;
+  dscp) TB_PORT_EXTRA="$gw_conf dscp = 26; ecn = true;" ;;
+  hosts) TB_PORT_EXTRA=$gw_conf ;;
   no_route) N=2 TB_PORT_EXTRA='prefix_len = 24; routes = [ "10.77.0.0/24 via 10.79.0.254", "10.78.0.0/24 via 10.79.0.254" ];' ;;
   *) fail "unknown mode $MODE" ;;
 esac
@@ -91,6 +99,48 @@ case $MODE in
     answered=$(it_stat retransmits_answered)
     [ "$answered" -gt 0 ] || fail "no retransmission was answered: the results to the old MAC were not lost?"
     echo "PASS: router_mac: the gateway's MAC changed mid-job ($old -> $new), learned; exact; $answered retransmissions answered"
+    ;;
+  dscp)
+    tb_exec rt nft -f - <<'NFT'
+table inet sumcast_dscp {
+  counter up_all { }
+  counter up_marked { }
+  counter down_all { }
+  counter down_marked { }
+  chain count {
+    type filter hook forward priority -10; policy accept;
+    udp dport 4791 counter name up_all
+    udp dport 4791 ip dscp 26 ip ecn ect0 counter name up_marked
+    udp sport 4791 counter name down_all
+    udp sport 4791 ip dscp 26 ip ecn ect0 counter name down_marked
+  }
+}
+NFT
+    it_ranks dscp routed-dscp $N --counts 1,16385,262144 --iters 2 --warmup 0 --check --dscp 26 --ecn
+    it_wait 60 || fail "hung"
+    it_expect_exact dscp $N 3
+    count() { tb_exec rt nft -j list counter inet sumcast_dscp "$1" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'; }
+    ua=$(count up_all) um=$(count up_marked) da=$(count down_all) dm=$(count down_marked)
+    note "contributions $um of $ua marked DSCP 26 ECT(0); results $dm of $da"
+    [ "$ua" -gt 0 ] && [ "$da" -gt 0 ] || fail "no RoCEv2 frame crossed the router"
+    [ "$ua" = "$um" ] || fail "$((ua - um)) of $ua contributions without DSCP 26 / ECT(0)"
+    [ "$da" = "$dm" ] || fail "$((da - dm)) of $da results without DSCP 26 / ECT(0)"
+    echo "PASS: dscp: $ua contributions and $da results all DSCP 26, ECT(0); exact"
+    ;;
+  hosts)
+    aggs=(--appliance "$TB_MGMT_IP:4790")
+    for ((i = 0; i < N; i++)); do aggs+=(--host-agg "$i=${TB_WORKER_IP[$i]}:4790"); done
+    for ((i = 0; i < N; i++)); do
+      ip netns exec "$(tb_ns "w$i")" "$ALLREDUCE" "${aggs[@]}" --serve "${TB_WORKER_IP[$i]}:4790" \
+        --token-file "$IT_WORK/token" --job routed-hosts --rank "$i" --world $N --bind "${TB_WORKER_IP[$i]}" \
+        --check --iters 2 --warmup 0 --counts 1,257,65537,1000003 >"$IT_WORK/hosts.r$i.log" 2>&1 &
+      IT_PIDS+=($!)
+    done
+    it_wait 90 || fail "no result within 90 s"
+    it_expect_exact hosts $N 4
+    used=$(grep -c '^#   [0-9].*[0-9]$' "$IT_WORK/hosts.r0.log" || true)
+    [ "$used" = $((N + 1)) ] || fail "$used aggregators used, want the appliance and $N hosts"
+    echo "PASS: hosts: the appliance and $N host aggregators in two subnets, exact across the router"
     ;;
   no_route)
     it_ranks near routed-near 2 --counts 1,16385 --iters 2 --warmup 0 --check

@@ -72,6 +72,19 @@ TEST(VerbsSeam, NoDeviceIsUnavailable) {
   EXPECT_NE(t.status().message().find("no RDMA device"), std::string::npos);
 }
 
+// The DSCP/ECN of contributions rides the address handle's traffic class (the GRH's, which a
+// RoCEv2 NIC writes into the IPv4 TOS).
+TEST(VerbsSeam, TrafficClassReachesTheAddressHandle) {
+  FakeVerbs f = one_device();
+  auto o = options(&f);
+  o.traffic_class = 26 << 2 | 0x2;  // DSCP 26, ECT(0)
+  auto t = VerbsTransport::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_TRUE((*t)->add_peer(peer()).ok());
+  EXPECT_EQ(f.last_ah.grh.traffic_class, 26 << 2 | 0x2);
+  EXPECT_EQ(f.last_ah.is_global, 1);
+}
+
 TEST(VerbsSeam, PicksTheRoceV2GidOfTheAddressAndSaysWhich) {
   FakeVerbs f = one_device();
   auto t = VerbsTransport::open(options(&f));
@@ -107,7 +120,8 @@ TEST(VerbsSeam, NoGidForTheAddressIsNotFoundNamingIt) {
 }
 
 TEST(VerbsSeam, PayloadFollowsTheActiveMtu) {
-  for (auto [mtu, bytes] : {std::pair{IBV_MTU_1024, 992u}, std::pair{IBV_MTU_2048, 2016u}, std::pair{IBV_MTU_4096, 4064u}}) {
+  for (auto [mtu, bytes] :
+       {std::pair{IBV_MTU_1024, 992u}, std::pair{IBV_MTU_2048, 2016u}, std::pair{IBV_MTU_4096, 4064u}}) {
     FakeVerbs f = one_device(mtu);
     auto t = VerbsTransport::open(options(&f));
     ASSERT_TRUE(t.ok()) << t.status().to_string();
@@ -220,8 +234,7 @@ TEST(VerbsSeam, FailedPostsAndPollsFailTheTransport) {
     EXPECT_EQ((*t)->receive(out), 1u);
     f.fail("post_recv", ENOMEM);
     EXPECT_EQ((*t)->receive(out), 0u);  // the repost fails
-    EXPECT_NE((*t)->health().message().find("ibv_post_recv failed"), std::string::npos)
-        << (*t)->health().to_string();
+    EXPECT_NE((*t)->health().message().find("ibv_post_recv failed"), std::string::npos) << (*t)->health().to_string();
   }
   {
     FakeVerbs f = one_device();
@@ -285,9 +298,7 @@ TEST(VerbsSeam, TheCommunicatorFailsACallAtOnceOnAnUnusableTransport) {
     CommConfig c = shim::testing::base_config({svc.get()}, "breaks", static_cast<uint16_t>(r), 2, wire::Dtype::kFp32);
     c.op_timeout_ms = 60000;
     if (r == 0) {
-      c.wrap_transport = [](std::unique_ptr<Transport> t) {
-        return std::make_unique<BreakingTransport>(std::move(t));
-      };
+      c.wrap_transport = [](std::unique_ptr<Transport> t) { return std::make_unique<BreakingTransport>(std::move(t)); };
     }
     auto comm = Communicator::create(c);
     ASSERT_TRUE(comm.ok()) << comm.status().to_string();

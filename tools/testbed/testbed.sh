@@ -36,6 +36,16 @@ _tb_shape() {  # ns dev rate
   ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 64kb latency 50ms
 }
 
+# _tb_wait_reach NS ADDR: links come up asynchronously; waits (10 pings of 1 s at most) until
+# namespace NS reaches ADDR.
+_tb_wait_reach() {
+  local try=0
+  until tb_exec "$1" ping -c1 -W1 -q "$2" >/dev/null 2>&1; do
+    try=$((try + 1))
+    [ $try -lt 10 ] || { echo "testbed: $1 cannot reach $2" >&2; return 1; }
+  done
+}
+
 # _tb_no_ipv6 NAME: IPv6 off on every interface of namespace NAME, those made later included.
 _tb_no_ipv6() {
   tb_exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
@@ -88,21 +98,14 @@ tb_up() {
     local num=${rate%%[a-zA-Z]*} unit=${rate##*[0-9.]}
     _tb_shape "$(tb_ns sw)" pd "$((num * n))$unit"
   fi
-  # Links come up asynchronously: wait (bounded) until every worker reaches the management address.
-  for ((i = 0; i < n; i++)); do
-    local try=0
-    until tb_exec "w$i" ping -c1 -W1 -q "$TB_MGMT_IP" >/dev/null 2>&1; do
-      try=$((try + 1))
-      [ $try -lt 10 ] || { echo "testbed: w$i cannot reach $TB_MGMT_IP" >&2; return 1; }
-    done
-  done
+  for ((i = 0; i < n; i++)); do _tb_wait_reach "w$i" "$TB_MGMT_IP" || return 1; done
 }
 
 # tb_add_node NAME IP [RATE]: one more host on the switch (e.g. an aggregation node for scale-out,
 # docs/scale-out.md): namespace NAME with interface TB_WORKER_IF at IP, shaped to RATE in both
 # directions like a worker's link when given. Removed by tb_down with the rest.
 tb_add_node() {
-  local name=$1 addr=$2 rate=${3:-} try=0
+  local name=$1 addr=$2 rate=${3:-}
   ip netns add "$(tb_ns "$name")" || return 1
   ip link add "$TB_WORKER_IF" netns "$(tb_ns "$name")" type veth peer name "p$name" netns "$(tb_ns sw)"
   tb_exec "$name" ip link set lo up
@@ -114,10 +117,7 @@ tb_add_node() {
     _tb_shape "$(tb_ns "$name")" "$TB_WORKER_IF" "$rate"
     _tb_shape "$(tb_ns sw)" "p$name" "$rate"
   fi
-  until tb_exec "$name" ping -c1 -W1 -q "${TB_WORKER_IP[0]:-$TB_MGMT_IP}" >/dev/null 2>&1; do
-    try=$((try + 1))
-    [ $try -lt 10 ] || { echo "testbed: $name cannot reach the others" >&2; return 1; }
-  done
+  _tb_wait_reach "$name" "${TB_WORKER_IP[0]:-$TB_MGMT_IP}"
 }
 
 tb_loss() {  # percent of frames dropped on every switch port, both directions
@@ -179,7 +179,7 @@ _tb_routed_host() {
 }
 
 tb_up_routed() {
-  local n=$1 i net br try
+  local n=$1 i net br
   TB_N=$n
   TB_ROUTED=1
   TB_APP_IP=$TB_NET_APP.1
@@ -213,19 +213,13 @@ tb_up_routed() {
     TB_WORKER_IP[$i]=$net.$((10 + i))
     _tb_routed_host "w$i" "$TB_WORKER_IF" "$net" "${TB_WORKER_IP[$i]}" "$br" || return 1
   done
-  for ((i = 0; i < n; i++)); do
-    try=0
-    until tb_exec "w$i" ping -c1 -W1 -q "$TB_MGMT_IP" >/dev/null 2>&1; do
-      try=$((try + 1))
-      [ $try -lt 10 ] || { echo "testbed: w$i cannot reach $TB_MGMT_IP through the router" >&2; return 1; }
-    done
-  done
+  for ((i = 0; i < n; i++)); do _tb_wait_reach "w$i" "$TB_MGMT_IP" || return 1; done
 }
 
 # tb_add_routed_node NAME IP: one more host at IP in TB_NET_A, TB_NET_B or TB_NET_C (by its
 # first three parts), routed like the workers. Removed by tb_down.
 tb_add_routed_node() {
-  local name=$1 addr=$2 net=${2%.*} br try=0
+  local name=$1 addr=$2 net=${2%.*} br
   case $net in
     "$TB_NET_A") br=bra ;;
     "$TB_NET_B") br=brb ;;
@@ -233,10 +227,7 @@ tb_add_routed_node() {
     *) echo "testbed: $addr is in none of the routed bed's worker subnets" >&2; return 1 ;;
   esac
   _tb_routed_host "$name" "$TB_WORKER_IF" "$net" "$addr" "$br" || return 1
-  until tb_exec "$name" ping -c1 -W1 -q "$TB_MGMT_IP" >/dev/null 2>&1; do
-    try=$((try + 1))
-    [ $try -lt 10 ] || { echo "testbed: $name cannot reach $TB_MGMT_IP" >&2; return 1; }
-  done
+  _tb_wait_reach "$name" "$TB_MGMT_IP"
 }
 
 tb_down() {

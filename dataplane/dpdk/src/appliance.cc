@@ -22,6 +22,8 @@
 namespace sumcast::dpdk {
 namespace {
 
+constexpr uint8_t kEcnEct0 = 0x2;  // the ECN field's ECT(0) codepoint (RFC 3168)
+
 // `ctx` points at the core's NUMA node (LcoreContext::socket_id).
 void* engine_allocate(size_t bytes, void* ctx) {
   return rte_malloc_socket("sumcast_engine", bytes, 64, *static_cast<const int*>(ctx));
@@ -124,8 +126,8 @@ Status Appliance::start_impl() {
     ro.routes = neighbour::RoutingTable(pi.ipv4, cfg.port.prefix_len, gateway, std::move(routes));
     ro.refresh_ms = cfg.port.arp_refresh_ms;
     log("neighbours: " + ro.routes.describe() + "; ARP refresh every " + std::to_string(ro.refresh_ms) + " ms");
-    neighbours_ = std::make_unique<NeighbourService>(std::move(ro), pi.socket_id,
-                                                     [this](const std::string& line) { log(line); });
+    neighbours_ =
+        std::make_unique<NeighbourService>(std::move(ro), pi.socket_id, [this](const std::string& line) { log(line); });
     SUMCAST_RETURN_IF_ERROR(neighbours_->start());
   }
 
@@ -166,6 +168,7 @@ Status Appliance::start_impl() {
     std::copy(pi.mac, pi.mac + 6, eo.local_mac);
     eo.local_ip = pi.ipv4;
     eo.qpn = kCoreQpnBase + i;
+    eo.tos = static_cast<uint8_t>(cfg.port.dscp << 2 | (cfg.port.ecn ? kEcnEct0 : 0));
     eo.verify_icrc = cfg.dataplane.verify_icrc;
     eo.max_jobs = cfg.dataplane.max_jobs;
     eo.max_ranks = cfg.dataplane.max_ranks;

@@ -40,9 +40,9 @@ void NeighbourService::stop() {
 }
 
 uint64_t NeighbourService::now_ms() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 void NeighbourService::observe(const uint8_t* frame, uint32_t len, void* ctx) {

@@ -618,6 +618,7 @@ wire::Addressing Engine::Impl::addressing(const Job& j, uint16_t rank) const {
   std::memcpy(a.src_mac, opt.local_mac, 6);
   a.src_ip = opt.local_ip;
   a.src_qp = opt.qpn;
+  a.tos = opt.tos;
   a.qkey = j.qkey;
   if (rank == wire::kRankMulticast) {
     std::memcpy(a.dst_mac, j.mcast_mac, 6);

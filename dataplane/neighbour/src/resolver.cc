@@ -109,11 +109,10 @@ Resolution Resolver::answer(uint32_t member_ip, uint32_t hop, const Entry& e) co
       break;
     case EntryState::kFailed:
       r.state = Resolution::State::kFailed;
-      r.text = e.ip == member_ip
-                   ? "no ARP reply from " + ip_text(member_ip) + " (on-link) after " + std::to_string(e.tries) +
-                         " requests"
-                   : "no ARP reply from gateway " + ip_text(e.ip) + " (next hop to " + ip_text(member_ip) +
-                         ") after " + std::to_string(e.tries) + " requests";
+      r.text = e.ip == member_ip ? "no ARP reply from " + ip_text(member_ip) + " (on-link) after " +
+                                       std::to_string(e.tries) + " requests"
+                                 : "no ARP reply from gateway " + ip_text(e.ip) + " (next hop to " +
+                                       ip_text(member_ip) + ") after " + std::to_string(e.tries) + " requests";
       break;
   }
   return r;

@@ -28,8 +28,7 @@ class RealVerbs final : public VerbsOps {
   int query_port(ibv_context* context, uint8_t port, ibv_port_attr* attr) override {
     return ibv_query_port(context, port, attr);
   }
-  int query_gid_ex(ibv_context* context, uint32_t port, uint32_t index, ibv_gid_entry* entry,
-                   uint32_t flags) override {
+  int query_gid_ex(ibv_context* context, uint32_t port, uint32_t index, ibv_gid_entry* entry, uint32_t flags) override {
     return ibv_query_gid_ex(context, port, index, entry, flags);
   }
   ibv_pd* alloc_pd(ibv_context* context) override { return ibv_alloc_pd(context); }
@@ -109,7 +108,7 @@ struct VerbsTransport::Impl {
   ibv_qp* qp = nullptr;
   ibv_mr* mr = nullptr;
   int gid_index = -1;
-  std::string gid_text;   // "::ffff:10.0.0.5 (RoCEv2, netdev eth0.100, vlan 100)"
+  std::string gid_text;    // "::ffff:10.0.0.5 (RoCEv2, netdev eth0.100, vlan 100)"
   uint32_t mtu_bytes = 0;  // the port's active MTU
   uint32_t payload = 0;    // largest payload per message: the path's, or the one asked for
   std::string device_name;
@@ -254,11 +253,10 @@ struct VerbsTransport::Impl {
     const uint32_t path = std::min<uint32_t>(mtu_bytes - static_cast<uint32_t>(wire::kSumcastHeaderLen),
                                              static_cast<uint32_t>(wire::kMaxPayloadBytes));
     if (options.max_payload > path && options.payload_explicit) {
-      return Status::invalid_argument("verbs " + device_name + ": a payload of " +
-                                      std::to_string(options.max_payload) + " bytes does not fit the port's active MTU of " +
-                                      std::to_string(mtu_bytes) + " bytes (at most " + std::to_string(path) +
-                                      " bytes of payload after the " + std::to_string(wire::kSumcastHeaderLen) +
-                                      "-byte Sumcast header)");
+      return Status::invalid_argument("verbs " + device_name + ": a payload of " + std::to_string(options.max_payload) +
+                                      " bytes does not fit the port's active MTU of " + std::to_string(mtu_bytes) +
+                                      " bytes (at most " + std::to_string(path) + " bytes of payload after the " +
+                                      std::to_string(wire::kSumcastHeaderLen) + "-byte Sumcast header)");
     }
     payload = options.max_payload == 0 ? path : std::min(options.max_payload, path);
     return {};
@@ -362,6 +360,7 @@ Result<uint32_t> VerbsTransport::add_peer(const PeerSpec& spec) {
   verbs::ipv4_mapped_gid(spec.ip, ah.grh.dgid.raw);
   ah.grh.sgid_index = static_cast<uint8_t>(s.gid_index);
   ah.grh.hop_limit = 64;
+  ah.grh.traffic_class = s.options.traffic_class;
   ah.port_num = s.options.port;
   Impl::Peer p{spec, s.ops->create_ah(s.pd, &ah)};
   if (p.ah == nullptr) return Status::from_errno("verbs: ibv_create_ah toward " + format_ipv4(spec.ip));
@@ -507,9 +506,8 @@ const TransportCounters& VerbsTransport::counters() const { return impl_->counte
 
 std::string VerbsTransport::describe() const {
   return "verbs " + impl_->device_name + " port " + std::to_string(impl_->options.port) + " qpn " +
-         std::to_string(impl_->qp->qp_num) + " GID index " + std::to_string(impl_->gid_index) + " " +
-         impl_->gid_text + ", active MTU " + std::to_string(impl_->mtu_bytes) + ", payload " +
-         std::to_string(impl_->payload);
+         std::to_string(impl_->qp->qp_num) + " GID index " + std::to_string(impl_->gid_index) + " " + impl_->gid_text +
+         ", active MTU " + std::to_string(impl_->mtu_bytes) + ", payload " + std::to_string(impl_->payload);
 }
 
 }  // namespace sumcast::shim

@@ -31,9 +31,9 @@ namespace sumcast::dpdk {
 
 class NeighbourService final : public control::NextHopResolver {
  public:
-  static constexpr uint32_t kRingSize = 1024;    // ARP frames in flight each way
-  static constexpr uint32_t kCapacity = 4096;    // next hops (the NextHopTable's size)
-  static constexpr uint32_t kIntervalMs = 10;    // the thread's period
+  static constexpr uint32_t kRingSize = 1024;  // ARP frames in flight each way
+  static constexpr uint32_t kCapacity = 4096;  // next hops (the NextHopTable's size)
+  static constexpr uint32_t kIntervalMs = 10;  // the thread's period
 
   // `log` gets one line per change of an entry; `socket` is the NUMA node for the rings.
   NeighbourService(neighbour::ResolverOptions options, int socket, std::function<void(const std::string&)> log);
@@ -74,8 +74,8 @@ class NeighbourService final : public control::NextHopResolver {
   std::vector<neighbour::EntryInfo> last_;  // as logged
   int socket_;
   std::function<void(const std::string&)> log_;
-  rte_ring* rx_ = nullptr;  // lcores -> service (MP/SC)
-  rte_ring* tx_ = nullptr;  // service -> core 0 (SP/SC)
+  rte_ring* rx_ = nullptr;                 // lcores -> service (MP/SC)
+  rte_ring* tx_ = nullptr;                 // service -> core 0 (SP/SC)
   std::atomic<uint64_t> observe_full_{0};  // ARP frames the lcores could not hand over
   std::atomic<uint64_t> send_full_{0};     // requests not queued: core 0's ring was full
   std::mutex stop_mu_;

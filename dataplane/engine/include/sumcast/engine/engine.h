@@ -45,7 +45,8 @@ namespace sumcast::engine {
   X(kVersionBit, "version_bit")       /* flags' version bit != round & 1 */           \
   X(kArpIgnored, "arp_ignored")       /* ARP not asking for our address */            \
   X(kTxNoBuffer, "tx_no_buffer")      /* a reply could not be built: pool empty */    \
-  X(kNextHopUnresolved, "next_hop_unresolved") /* a reply's next hop has no MAC yet */
+  /* a unicast reply's next hop has no MAC (yet): see the neighbour resolver */       \
+  X(kNextHopUnresolved, "next_hop_unresolved")
 
 enum class DropReason : uint8_t {
 #define SUMCAST_X(name, str) name,
@@ -150,15 +151,8 @@ struct EngineOptions {
   uint32_t core_count = 1;
   uint8_t local_mac[6] = {};
   uint32_t local_ip = 0;    // host order; ARP is answered for it
-  // Next hops' MACs, published by the neighbour resolver (Member::next_hop indexes it); nullptr:
-  // members' registered MACs are used.
-  const NextHopTable* next_hops = nullptr;
-  // Called with every ARP frame that can teach the neighbour resolver a MAC (requests for our
-  // address, replies to it, announcements), on the lcore, before the request is answered. The
-  // frame is valid only during the call. nullptr: not called.
-  void (*arp_observer)(const uint8_t* frame, uint32_t len, void* ctx) = nullptr;
-  void* arp_observer_ctx = nullptr;
   uint32_t qpn = 0x000100;  // this core's QPN (BTH DestQP of its contributions)
+  uint8_t tos = 0;          // IPv4 TOS of every frame sent: DSCP << 2 | ECN (the ICRC masks it)
   bool verify_icrc = true;
   uint32_t max_jobs = 64;
   uint32_t max_ranks = 256;
@@ -174,6 +168,14 @@ struct EngineOptions {
   uint64_t (*clock)(void* ctx) = nullptr;
   void* clock_ctx = nullptr;
   uint64_t clock_hz = 0;  // ticks per second of `clock`, for readers of the histogram
+  // Next hops' MACs, published by the neighbour resolver (Member::next_hop indexes it); nullptr:
+  // members' registered MACs are used.
+  const NextHopTable* next_hops = nullptr;
+  // Called with every ARP frame that can teach the neighbour resolver a MAC (requests for our
+  // address, replies to it, announcements), on the lcore, before the request is answered. The
+  // frame is valid only during the call. nullptr: not called.
+  void (*arp_observer)(const uint8_t* frame, uint32_t len, void* ctx) = nullptr;
+  void* arp_observer_ctx = nullptr;
 };
 
 // Progress of one job on one core, readable from other threads (relaxed).

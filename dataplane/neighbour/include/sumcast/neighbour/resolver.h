@@ -85,7 +85,7 @@ struct EntryInfo {
   uint32_t ip = 0;
   uint32_t index = 0;
   EntryState state = EntryState::kIncomplete;
-  uint8_t mac[6] = {};  // the last MAC learned (zero before any)
+  uint8_t mac[6] = {};    // the last MAC learned (zero before any)
   uint32_t requests = 0;  // ARP requests sent for it in all
 };
 
@@ -124,10 +124,10 @@ class Resolver {
     uint32_t ip = 0;
     EntryState state = EntryState::kIncomplete;
     uint8_t mac[6] = {};
-    uint32_t tries = 0;       // requests of the current resolution
-    uint32_t requests = 0;    // in all
-    uint64_t next_at = 0;     // the next request (incomplete, stale) or restart (failed)
-    uint64_t confirmed = 0;   // the last ARP from it (reachable)
+    uint32_t tries = 0;      // requests of the current resolution
+    uint32_t requests = 0;   // in all
+    uint64_t next_at = 0;    // the next request (incomplete, stale) or restart (failed)
+    uint64_t confirmed = 0;  // the last ARP from it (reachable)
   };
   ArpFrame request(uint32_t target) const;
   Resolution answer(uint32_t member_ip, uint32_t hop, const Entry& e) const;

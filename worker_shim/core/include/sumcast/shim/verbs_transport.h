@@ -28,15 +28,16 @@ namespace sumcast::shim {
 class VerbsOps;
 
 struct VerbsTransportOptions {
-  std::string device;           // RDMA device name ("mlx5_0"); "": the first with bind_ip in its GID table
-  uint8_t port = 1;             // device port
-  uint32_t bind_ip = 0;         // our IPv4 (host order): selects the RoCEv2 GID; required
-  std::string interface;        // network interface whose GID to use ("eth0.100"); "": any with bind_ip
-  uint32_t send_depth = 512;    // send queue entries (and send buffers)
-  uint32_t recv_depth = 1024;   // posted receive buffers
-  uint32_t max_payload = 0;     // largest payload per message wanted; 0: what the port's MTU allows
+  std::string device;             // RDMA device name ("mlx5_0"); "": the first with bind_ip in its GID table
+  uint8_t port = 1;               // device port
+  uint32_t bind_ip = 0;           // our IPv4 (host order): selects the RoCEv2 GID; required
+  std::string interface;          // network interface whose GID to use ("eth0.100"); "": any with bind_ip
+  uint32_t send_depth = 512;      // send queue entries (and send buffers)
+  uint32_t recv_depth = 1024;     // posted receive buffers
+  uint32_t max_payload = 0;       // largest payload per message wanted; 0: what the port's MTU allows
   bool payload_explicit = false;  // max_payload was set by the user: refuse it if it does not fit
-  VerbsOps* ops = nullptr;      // test seam: the ibverbs calls (nullptr: rdma-core)
+  uint8_t traffic_class = 0;      // the address handles' GRH traffic class (IPv4 TOS: DSCP << 2 | ECN)
+  VerbsOps* ops = nullptr;        // test seam: the ibverbs calls (nullptr: rdma-core)
 };
 
 // True when this build has the verbs transport (libibverbs was found).
