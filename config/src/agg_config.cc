@@ -244,6 +244,7 @@ class Parser {
         int_field("arp_refresh_ms", &port.arp_refresh_ms, 1000, 3600000),
         int_field("dscp", &port.dscp, 0, 63),
         bool_field("ecn", &port.ecn),
+        int_field("cnp_interval_us", &port.cnp_interval_us, 0, 1000000),
         int_field("mtu", &port.mtu, 576, 9216),
         int_field("rx_desc", &port.rx_desc, 64, 16384, IntRule::kPowerOfTwo),
         int_field("tx_desc", &port.tx_desc, 64, 16384, IntRule::kPowerOfTwo),

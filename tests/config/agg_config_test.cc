@@ -174,6 +174,7 @@ constexpr IntKey kIntKeys[] = {
     {"port", "prefix_len", 0, 32},
     {"port", "arp_refresh_ms", 1000, 3600000},
     {"port", "dscp", 0, 63},
+    {"port", "cnp_interval_us", 0, 1000000},
     {"port", "mtu", 576, 9216},
     {"port", "rx_desc", 64, 16384},
     {"port", "tx_desc", 64, 16384},

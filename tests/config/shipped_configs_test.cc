@@ -39,6 +39,7 @@ const std::vector<std::string> kAllKeys = {
     "port.arp_refresh_ms",
     "port.dscp",
     "port.ecn",
+    "port.cnp_interval_us",
     "port.mtu",
     "port.rx_desc",
     "port.tx_desc",
@@ -140,6 +141,7 @@ TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
   EXPECT_EQ(c.port.arp_refresh_ms, defaults.port.arp_refresh_ms);
   EXPECT_EQ(c.port.dscp, defaults.port.dscp);
   EXPECT_EQ(c.port.ecn, defaults.port.ecn);
+  EXPECT_EQ(c.port.cnp_interval_us, defaults.port.cnp_interval_us);
   EXPECT_EQ(c.port.mtu, defaults.port.mtu);
   EXPECT_EQ(c.port.rx_desc, defaults.port.rx_desc);
   EXPECT_EQ(c.port.tx_desc, defaults.port.tx_desc);

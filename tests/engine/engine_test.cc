@@ -1317,5 +1317,68 @@ TEST(EngineTest, ArpThatTeachesAMacGoesToTheObserver) {
   EXPECT_EQ(tx.frames().size(), 1u);
 }
 
+// --- Congestion notification --------------------------------------------------------------------
+
+// CE-marked contributions are counted and summed as any other; their sender gets one RoCEv2 CNP
+// (opcode 0x81, BECN, to its QP, ICRC right) per interval, however many arrive within it.
+TEST(EngineTest, CeMarkedContributionsGetOneCnpPerIntervalAndStayExact) {
+  EngineOptions o = appliance();
+  o.cnp_interval_ticks = uint64_t{1} << 62;  // (steady-clock ns) one CNP per member in this test
+  Engine e(o);
+  MemoryTxSink tx;
+  const JobSpec job = job_spec(4, Dtype::kFp32, ReduceOp::kSum, 2, 4);
+  ASSERT_TRUE(e.add_job(job).ok());
+  auto ce = [](std::vector<uint8_t> f) {
+    f[wire::kIpOffset + 1] |= 0x03;  // CE (the ICRC masks the TOS byte)
+    return f;
+  };
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t s = 0; s < 3; ++s) {
+    frames.push_back(ce(contribution(job, o, 1, {s, 0, 0, s * 8u, 8})));
+    frames.push_back(contribution(job, o, 0, {s, 0, 0, s * 8u, 8}));
+  }
+  feed(e, tx, frames);
+  EXPECT_EQ(get(e.counters().ce_marked), 3u);
+  EXPECT_EQ(get(e.counters().cnps_sent), 1u);
+  EXPECT_EQ(get(e.counters().slots_completed), 3u);
+  size_t cnps = 0;
+  for (const auto& f : tx.frames()) {
+    if (f.len < wire::kBthOffset + 1 || f.data[wire::kBthOffset] != 0x81) {
+      wire::ParsedPacket p;
+      ASSERT_EQ(parse_sent(f.bytes(), &p), wire::ParseError::kOk);
+      EXPECT_EQ(payload_of(p), expected(ReduceOp::kSum, 2, p.hdr.slot, 0, 8));
+      continue;
+    }
+    ++cnps;
+    const Member w = member(1);
+    ASSERT_EQ(f.len, 74u);
+    EXPECT_EQ(std::memcmp(f.data, w.mac, 6), 0);
+    EXPECT_EQ(load_be32(f.data + wire::kIpOffset + 16), w.ip);
+    EXPECT_EQ(load_be16(f.data + wire::kUdpOffset + 2), w.udp_port);
+    EXPECT_EQ(load_be16(f.data + wire::kBthOffset + 2), 0xFFFF);
+    EXPECT_EQ(f.data[wire::kBthOffset + 4], 0x40);  // BECN
+    EXPECT_EQ(load_be24(f.data + wire::kBthOffset + 5), w.qpn);
+    EXPECT_TRUE(icrc::verify(std::span<const uint8_t>(f.data + wire::kIpOffset, f.len - wire::kIpOffset)));
+  }
+  EXPECT_EQ(cnps, 1u);
+  EXPECT_EQ(tx.frames().size(), 3u * 2 + 1);
+}
+
+// With the interval 0, CE is counted and nothing more is sent.
+TEST(EngineTest, CeIsCountedWithoutCnpsWhenTheyAreOff) {
+  const EngineOptions o = appliance();
+  Engine e(o);
+  MemoryTxSink tx;
+  const JobSpec job = job_spec(5, Dtype::kFp32, ReduceOp::kSum, 2, 1);
+  ASSERT_TRUE(e.add_job(job).ok());
+  auto f = contribution(job, o, 0, {0, 0, 0, 0, 4});
+  f[wire::kIpOffset + 1] |= 0x03;
+  feed(e, tx, f);
+  feed(e, tx, contribution(job, o, 1, {0, 0, 0, 0, 4}));
+  EXPECT_EQ(get(e.counters().ce_marked), 1u);
+  EXPECT_EQ(get(e.counters().cnps_sent), 0u);
+  EXPECT_EQ(tx.frames().size(), 2u);  // the two results only
+}
+
 }  // namespace
 }  // namespace sumcast::engine

@@ -15,6 +15,10 @@
 #                them is exact (static routes), and a rank in 10.80.0.0/24 (reachable from the
 #                router, but not routed by the appliance) is refused at registration at once,
 #                naming its address.
+#   ecn          port.ecn on, port.cnp_interval_us 1000, --ecn on the workers; the router marks 10% of
+#                the ECT(0) contributions CE (nftables, counted): the appliance counts exactly those
+#                (ce_marked), sends CNPs (cnps_sent), and rank 0's capture, decoded by tshark, holds
+#                CNPs (BTH opcode 0x81) to its QPN; results exact.
 #   hosts        scale-out across the router: the appliance and the 4 worker hosts' own summation
 #                services (sumcast-allreduce --serve, the embedded service sumcast-serve runs; kernel
 #                routing) share every call; exact, and every host aggregator took part.
@@ -39,6 +43,7 @@ case $MODE in
   router_mac) TB_PORT_EXTRA="$gw_conf arp_refresh_ms = 1000;" ;;
   dscp) TB_PORT_EXTRA="$gw_conf dscp = 26; ecn = true;" ;;
   hosts) TB_PORT_EXTRA=$gw_conf ;;
+  ecn) TB_PORT_EXTRA="$gw_conf ecn = true; cnp_interval_us = 1000;" ;;
   no_route) N=2 TB_PORT_EXTRA='prefix_len = 24; routes = [ "10.77.0.0/24 via 10.79.0.254", "10.78.0.0/24 via 10.79.0.254" ];' ;;
   *) fail "unknown mode $MODE" ;;
 esac
@@ -126,6 +131,46 @@ NFT
     [ "$ua" = "$um" ] || fail "$((ua - um)) of $ua contributions without DSCP 26 / ECT(0)"
     [ "$da" = "$dm" ] || fail "$((da - dm)) of $da results without DSCP 26 / ECT(0)"
     echo "PASS: dscp: $ua contributions and $da results all DSCP 26, ECT(0); exact"
+    ;;
+  ecn)
+    command -v tshark >/dev/null || fail "tshark is not installed (the CNP capture needs it)"
+    tb_exec rt nft -f - <<'NFT'
+table inet sumcast_ce {
+  counter ce_set { }
+  chain marking {
+    type filter hook forward priority 0; policy accept;
+    udp dport 4791 ip ecn ect0 numgen random mod 100 < 10 counter name ce_set ip ecn set ce
+  }
+}
+NFT
+    # Live decode (-l: a line per CNP as it is seen): BTH opcode, DestQP and P_Key of each CNP.
+    tb_exec w0 tshark -l -i "$TB_WORKER_IF" -f "udp src port 4791" -Y "infiniband.bth.opcode == 129" -T fields \
+      -e infiniband.bth.opcode -e infiniband.bth.destqp -e infiniband.bth.p_key >"$IT_WORK/cnps.log" 2>"$IT_WORK/tshark.log" &
+    cap=$!
+    IT_EXTRA_PIDS+=($cap)
+    tb_wait_line "$IT_WORK/tshark.log" "Capturing on" 20 $cap || fail "tshark did not start capturing"
+    it_ranks ecn routed-ecn $N --counts 1,16385,262144 --iters 2 --warmup 0 --check --ecn
+    it_wait 60 || fail "hung"
+    it_expect_exact ecn $N 3
+    # tshark decodes what dumpcap wrote with some delay: wait (bounded) for the first CNP line,
+    # then for a quiet moment of its output, before stopping it.
+    it_until 10 grep -q '^129' "$IT_WORK/cnps.log" || true
+    it_until 5 bash -c "s=\$(wc -c <'$IT_WORK/cnps.log'); read -rt 0.3 <> <(:); [ \"\$s\" = \"\$(wc -c <'$IT_WORK/cnps.log')\" ]" || true
+    # SIGTERM, not SIGINT: a background job of a script ignores SIGINT.
+    kill -TERM $cap
+    it_until 10 bash -c "! kill -0 $cap 2>/dev/null" || fail "tshark did not stop"
+    wait $cap || true
+    marked=$(tb_exec rt nft -j list counter inet sumcast_ce ce_set | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]')
+    ce=$(it_stat ce_marked) cnps=$(it_stat cnps_sent)
+    decoded=$(awk '$1 == 129 { n++ } END { print n + 0 }' "$IT_WORK/cnps.log")
+    note "router marked $marked contributions CE; appliance counted $ce, sent $cnps CNPs; tshark decoded $decoded CNPs to rank 0: $(sort -u "$IT_WORK/cnps.log" | head -3 | tr '\t\n' ' ;')"
+    [ "$marked" -gt 0 ] || fail "the router marked nothing"
+    [ "$ce" = "$marked" ] || fail "the appliance counted $ce CE-marked contributions, the router marked $marked"
+    [ "$cnps" -gt 0 ] || fail "no CNP sent"
+    [ "$decoded" -gt 0 ] || fail "tshark decoded no CNP in rank 0's capture"
+    awk '$3 != "0xffff" && $3 != "65535" { bad = 1 } END { exit bad }' "$IT_WORK/cnps.log" ||
+      fail "a CNP with another P_Key: $(sort -u "$IT_WORK/cnps.log" | head -3)"
+    echo "PASS: ecn: $marked CE marks all counted, $cnps CNPs sent and decoded by tshark on a worker; exact"
     ;;
   hosts)
     aggs=(--appliance "$TB_MGMT_IP:4790")

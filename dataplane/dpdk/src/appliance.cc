@@ -169,6 +169,8 @@ Status Appliance::start_impl() {
     eo.local_ip = pi.ipv4;
     eo.qpn = kCoreQpnBase + i;
     eo.tos = static_cast<uint8_t>(cfg.port.dscp << 2 | (cfg.port.ecn ? kEcnEct0 : 0));
+    eo.cnp_interval_ticks = cfg.port.cnp_interval_us * rte_get_tsc_hz() / 1000000;
+    if (cfg.port.cnp_interval_us != 0 && eo.cnp_interval_ticks == 0) eo.cnp_interval_ticks = 1;
     eo.verify_icrc = cfg.dataplane.verify_icrc;
     eo.max_jobs = cfg.dataplane.max_jobs;
     eo.max_ranks = cfg.dataplane.max_ranks;

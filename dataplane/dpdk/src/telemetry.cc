@@ -43,6 +43,8 @@ std::string telemetry_safe_long(const std::string& s) {
   X(aborts_sent) \
   X(arp_replies) \
   X(arp_learned) \
+  X(ce_marked) \
+  X(cnps_sent) \
   X(jobs_active)
 // clang-format on
 
@@ -216,6 +218,7 @@ int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) 
     rte_tel_data_add_dict_u64(port, "arp_refresh_ms", c.port.arp_refresh_ms);
     rte_tel_data_add_dict_u64(port, "dscp", c.port.dscp);
     rte_tel_data_add_dict_u64(port, "ecn", c.port.ecn ? 1 : 0);
+    rte_tel_data_add_dict_u64(port, "cnp_interval_us", c.port.cnp_interval_us);
     rte_tel_data_add_dict_u64(port, "mtu", c.port.mtu);
     rte_tel_data_add_dict_u64(port, "rx_desc", c.port.rx_desc);
     rte_tel_data_add_dict_u64(port, "tx_desc", c.port.tx_desc);

@@ -13,6 +13,7 @@
 //   stage     deterministic jobs only: local_slots x world x stage_stride, each rank's payload
 //             (wire format) of the slot's open round, summed in rank order at completion. One
 //             area per slot, not per version: a version opens only once the other is not open.
+//   last_cnp  world x uint64: clock ticks of the last CNP sent to each member (0: none)
 // A slot's local index is slot / core_count (this core owns slot % core_count == core_index).
 #include "sumcast/engine/engine.h"
 
@@ -54,7 +55,14 @@ constexpr size_t kMinEthFrameLen = 60;  // without FCS
 constexpr uint16_t kArpHtypeEthernet = 1;
 constexpr uint16_t kArpOpRequest = 1;
 constexpr uint16_t kArpOpReply = 2;
-constexpr uint32_t kMaxWorld = wire::kRankMulticast;  // ranks 0..0xFFFE; 0xFFFF means multicast
+constexpr uint32_t kMaxWorld = wire::kRankMulticast;
+constexpr uint8_t kEcnMask = 0x03;  // the ECN field of the IPv4 TOS byte
+constexpr uint8_t kEcnCe = 0x03;    // congestion experienced
+constexpr uint8_t kOpcodeCnp = 0x81;
+constexpr uint8_t kBthBecn = 0x40;  // BTH byte 4: BECN
+constexpr size_t kCnpReservedLen = 16;
+constexpr size_t kCnpLen =
+    wire::kBthOffset + 12 + kCnpReservedLen + wire::kIcrcLen;  // ranks 0..0xFFFE; 0xFFFF means multicast
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -99,6 +107,7 @@ struct Job {
   size_t shadow_stride = 0;
   Member* members = nullptr;
   uint32_t* dest_crc = nullptr;   // per member: header CRC xor member 0's (see replicate())
+  uint64_t* last_cnp = nullptr;   // per member: clock ticks of the last CNP sent to it (0: none)
   uint64_t* opened_at = nullptr;  // [local * 2 + parity]: clock ticks when that round opened
   uint32_t shift_bytes = 0;       // crc::shift_for(shift_bytes) == shift (cache: one length per job)
   uint32_t shift = 0x80000000u;   // x^0
@@ -249,6 +258,7 @@ struct Engine::Impl {
     write_result_headers_from(j.result_headers, h, len, frame);
   }
   void answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx);
+  void congested(const Pending& c, TxSink& tx);
   // The MAC a unicast frame to `m` goes to: its next hop's, or the registered one without a
   // next-hop table. false (nothing written) while the next hop is unresolved.
   bool dest_mac(const Member& m, uint8_t out[6]) const {
@@ -257,6 +267,17 @@ struct Engine::Impl {
       return true;
     }
     return opt.next_hops->mac(m.next_hop, out);
+  }
+  // A tx buffer for a unicast frame to `m`, with the MAC it goes to in `mac`; nullptr (the drop
+  // counted: next_hop_unresolved or tx_no_buffer) when there is none.
+  uint8_t* acquire_for(const Member& m, uint8_t mac[6], TxSink& tx) {
+    if (!dest_mac(m, mac)) {
+      drop(DropReason::kNextHopUnresolved);
+      return nullptr;
+    }
+    uint8_t* buf = tx.acquire();
+    if (buf == nullptr) drop(DropReason::kTxNoBuffer);
+    return buf;
   }
 
   EngineOptions opt;  // as given, with the clock resolved (nullptr: steady_ns at 1e9 Hz)
@@ -431,6 +452,7 @@ void Engine::Impl::classify(const PacketView& f, Pending& c) {
 void Engine::Impl::apply(Pending& c, TxSink& tx) {
   switch (c.kind) {
     case Kind::kContribution:
+      if ((c.frame[wire::kIpOffset + 1] & kEcnMask) == kEcnCe) congested(c, tx);
       contribute(c, tx);
       return;
     case Kind::kArp:
@@ -570,15 +592,8 @@ uint64_t Engine::Impl::replicate(Job& j, wire::SumcastHeader h, const uint8_t* p
   uint64_t sent = 0;
   for (uint32_t r = 0; r < j.world; ++r) {
     uint8_t mac[6];
-    if (!dest_mac(j.members[r], mac)) {
-      drop(DropReason::kNextHopUnresolved);
-      continue;
-    }
-    uint8_t* buf = tx.acquire();
-    if (buf == nullptr) {
-      drop(DropReason::kTxNoBuffer);
-      continue;
-    }
+    uint8_t* buf = acquire_for(j.members[r], mac, tx);
+    if (buf == nullptr) continue;
     const auto rank = static_cast<uint16_t>(r);
     if (prev == nullptr) {
       h.rank = rank;
@@ -638,13 +653,9 @@ wire::Addressing Engine::Impl::addressing(const Job& j, uint16_t rank) const {
 bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, uint16_t rank,
                         TxSink& tx) {
   uint8_t mac[6];
-  if (rank != wire::kRankMulticast && !dest_mac(j.members[rank], mac)) {
-    drop(DropReason::kNextHopUnresolved);
-    return false;
-  }
-  uint8_t* buf = tx.acquire();
+  uint8_t* buf = rank != wire::kRankMulticast ? acquire_for(j.members[rank], mac, tx) : tx.acquire();
   if (buf == nullptr) {
-    drop(DropReason::kTxNoBuffer);
+    if (rank == wire::kRankMulticast) drop(DropReason::kTxNoBuffer);
     return false;
   }
   h.rank = rank;
@@ -711,6 +722,51 @@ void Engine::Impl::answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx) {
   bump(counters.tx_bytes, kMinEthFrameLen);
 }
 
+// A CE-marked contribution: counted; its sender gets a CNP unless it had one within the interval.
+// The CNP: Ethernet | IPv4 (our TOS, DF) | UDP to the member's port | BTH (opcode 0x81, BECN,
+// P_Key 0xFFFF, DestQP = the member's QPN, PSN 0) | 16 reserved zero bytes | ICRC.
+void Engine::Impl::congested(const Pending& c, TxSink& tx) {
+  bump(counters.ce_marked);
+  if (opt.cnp_interval_ticks == 0) return;
+  Job& j = *c.job;
+  const uint16_t rank = c.pkt.hdr.rank;
+  uint64_t& last = j.last_cnp[rank];
+  if (last != 0 && now - last < opt.cnp_interval_ticks) return;
+  const Member& m = j.members[rank];
+  uint8_t mac[6];
+  uint8_t* buf = acquire_for(m, mac, tx);
+  if (buf == nullptr) return;
+  std::memset(buf, 0, kCnpLen);
+  std::memcpy(buf, mac, 6);
+  std::memcpy(buf + 6, opt.local_mac, 6);
+  store_be16(buf + 12, wire::kEtherTypeIpv4);
+  uint8_t* ip = buf + wire::kIpOffset;
+  ip[0] = 0x45;
+  ip[1] = opt.tos;
+  store_be16(ip + 2, static_cast<uint16_t>(kCnpLen - wire::kIpOffset));
+  store_be16(ip + 6, 0x4000);  // DF
+  ip[8] = 64;
+  ip[9] = wire::kIpProtoUdp;
+  store_be32(ip + 12, opt.local_ip);
+  store_be32(ip + 16, m.ip);
+  store_be16(ip + 10, wire::ipv4_header_checksum(ip));
+  uint8_t* udp = buf + wire::kUdpOffset;
+  store_be16(udp, wire::kRoceUdpPort);
+  store_be16(udp + 2, m.udp_port);
+  store_be16(udp + 4, static_cast<uint16_t>(kCnpLen - wire::kUdpOffset));
+  uint8_t* bth = buf + wire::kBthOffset;
+  bth[0] = kOpcodeCnp;
+  store_be16(bth + 2, 0xFFFF);
+  bth[4] = kBthBecn;
+  store_be24(bth + 5, m.qpn);
+  icrc::stamp(std::span<uint8_t>(ip, kCnpLen - wire::kIpOffset));
+  tx.submit(buf, static_cast<uint32_t>(kCnpLen));
+  last = now != 0 ? now : 1;
+  bump(counters.cnps_sent);
+  bump(counters.tx_packets);
+  bump(counters.tx_bytes, kCnpLen);
+}
+
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 Engine::~Engine() = default;
 
@@ -755,6 +811,7 @@ Status Engine::add_job(const JobSpec& spec) {
   const size_t members_bytes = round_up(world * sizeof(Member), kCacheLine);
   const size_t dest_crc_bytes = round_up(world * sizeof(uint32_t), kCacheLine);
   const size_t opened_at_bytes = round_up(size_t{local_slots} * 2 * sizeof(uint64_t), kCacheLine);
+  const size_t cnp_bytes = round_up(world * sizeof(uint64_t), kCacheLine);
   const size_t slot_stride = round_up(kSlotHeaderLen + 2 * bitmap_words * sizeof(uint64_t), kCacheLine);
   const size_t acc_stride = round_up(max_elems * acc_size, kCacheLine);
   const size_t shadow_stride = acc_size == esize ? 0 : round_up(max_elems * esize, kCacheLine);
@@ -763,8 +820,8 @@ Status Engine::add_job(const JobSpec& spec) {
   const size_t shadow_bytes = size_t{local_slots} * 2 * shadow_stride;
   const size_t stage_stride = spec.deterministic ? round_up(max_elems * esize, kCacheLine) : 0;
   const size_t stage_bytes = size_t{local_slots} * world * stage_stride;
-  const size_t total =
-      members_bytes + dest_crc_bytes + opened_at_bytes + slots_bytes + acc_bytes + shadow_bytes + stage_bytes;
+  const size_t total = members_bytes + dest_crc_bytes + opened_at_bytes + slots_bytes + acc_bytes + shadow_bytes +
+                       stage_bytes + cnp_bytes;
 
   auto* mem = static_cast<uint8_t*>(m.allocate(total, o.alloc_ctx));
   if (mem == nullptr) {
@@ -798,6 +855,8 @@ Status Engine::add_job(const JobSpec& spec) {
   j.deterministic = spec.deterministic;
   j.stage_stride = stage_stride;
   j.stage = spec.deterministic ? j.acc + acc_bytes + shadow_bytes : nullptr;
+  j.last_cnp = reinterpret_cast<uint64_t*>(j.acc + acc_bytes + shadow_bytes + stage_bytes);
+  std::memset(j.last_cnp, 0, cnp_bytes);
   const auto d = static_cast<size_t>(spec.dtype);
   j.load = m.kt->load[d];
   j.accumulate = m.kt->accumulate[d][static_cast<size_t>(spec.op)];

@@ -28,6 +28,8 @@ constexpr Help kCoreHelp[] = {
     {"results_sent", "Result frames sent."},
     {"aborts_sent", "Abort frames sent to members of failed jobs."},
     {"arp_replies", "ARP replies sent for the data address."},
+    {"ce_marked", "Contributions that arrived marked CE (congestion experienced)."},
+    {"cnps_sent", "RoCEv2 CNPs sent to senders of CE-marked contributions."},
     {"arp_learned", "ARP replies to the data address and announcements handed to the neighbour resolver."},
     {"jobs_active", "Jobs installed on the engine core."},
     {"rx_bursts", "Non-empty receive bursts."},

@@ -49,6 +49,7 @@ struct PortConfig {
   std::vector<RouteConfig> routes;  // port.routes: [ "prefix/len via gateway", ... ]
   uint32_t arp_refresh_ms = 30000;  // port.arp_refresh_ms: a next hop's MAC is re-confirmed after, 1000..3600000
   uint8_t dscp = 0;                 // port.dscp: DSCP of every IPv4 frame the appliance sends, 0..63
+  uint32_t cnp_interval_us = 50;    // port.cnp_interval_us: a CNP per sender at most this often, 0..1000000; 0 = none
   bool ecn = false;                 // port.ecn: mark those frames ECT(0) (ECN-capable transport); false: not-ECT
   uint16_t mtu = 1500;              // port.mtu: 576..9216
   uint16_t rx_desc = 1024;          // port.rx_desc: 64..16384, power of two

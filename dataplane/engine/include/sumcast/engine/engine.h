@@ -86,6 +86,8 @@ struct alignas(64) CoreCounters {
   std::atomic<uint64_t> aborts_sent{0};
   std::atomic<uint64_t> arp_replies{0};
   std::atomic<uint64_t> arp_learned{0};  // ARP replies/announcements handed to the neighbour resolver
+  std::atomic<uint64_t> ce_marked{0};    // contributions that arrived marked CE (congestion experienced)
+  std::atomic<uint64_t> cnps_sent{0};    // RoCEv2 CNPs sent to their senders (at most one per interval each)
   std::atomic<uint64_t> jobs_active{0};
   std::atomic<uint64_t> drops[kDropReasonCount]{};
   // Every completed round adds its latency (see kLatencyBuckets); count = sum of the buckets.
@@ -176,6 +178,10 @@ struct EngineOptions {
   // frame is valid only during the call. nullptr: not called.
   void (*arp_observer)(const uint8_t* frame, uint32_t len, void* ctx) = nullptr;
   void* arp_observer_ctx = nullptr;
+  // A contribution marked CE is answered, as a RoCEv2 receiver does under DCQCN, by a CNP (BTH
+  // opcode 0x81, BECN set) to its sender's QP, at most once per this many clock ticks per member;
+  // 0: CE is counted, no CNP is sent.
+  uint64_t cnp_interval_ticks = 0;
 };
 
 // Progress of one job on one core, readable from other threads (relaxed).
