@@ -14,6 +14,7 @@
 #include "literal_scan.h"
 #include "located_error.h"
 #include "sumcast/wire/format.h"
+#include "value_forms.h"
 
 namespace sumcast::config {
 namespace {
@@ -237,6 +238,13 @@ class Parser {
         string_field("device", &port.device, true),
         string_field("mac", &port.mac, false),
         string_field("ipv4", &port.ipv4, true),
+        int_field("prefix_len", &port.prefix_len, 0, 32),
+        string_field("gateway", &port.gateway, false),
+        {"routes", [this, &port](const Setting& s, const std::string& path) { return read_routes(s, path, &port); }},
+        int_field("arp_refresh_ms", &port.arp_refresh_ms, 1000, 3600000),
+        int_field("dscp", &port.dscp, 0, 63),
+        bool_field("ecn", &port.ecn),
+        int_field("cnp_interval_us", &port.cnp_interval_us, 0, 1000000),
         int_field("mtu", &port.mtu, 576, 9216),
         int_field("rx_desc", &port.rx_desc, 64, 16384, IntRule::kPowerOfTwo),
         int_field("tx_desc", &port.tx_desc, 64, 16384, IntRule::kPowerOfTwo),
@@ -270,6 +278,50 @@ class Parser {
          }},
         int_field("idle_sleep_us", &dp.idle_sleep_us, 1, 10000),
     };
+  }
+
+  // port.routes: each "a.b.c.d/len via a.b.c.d"; each element's line goes into key_lines
+  // ("port.routes[i]") for the validator's messages about its gateway.
+  Status read_routes(const Setting& s, const std::string& path, PortConfig* port) {
+    std::vector<std::string> texts;
+    std::vector<int> lines;
+    SUMCAST_RETURN_IF_ERROR(read_string_list(s, path, &texts, &lines));
+    std::vector<RouteConfig> routes;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::string element_path = path + "[" + std::to_string(i) + "]";
+      out_->key_lines[element_path] = lines[i];
+      const std::string& t = texts[i];
+      const auto bad = [&](const std::string& what) {
+        return detail::located_error(StatusCode::kInvalidArgument, name_, lines[i], element_path,
+                                     in_quotes(t) + " " + what);
+      };
+      const size_t slash = t.find('/');
+      const size_t via = t.find(" via ");
+      if (slash == std::string::npos || via == std::string::npos || via < slash) {
+        return bad("is not \"prefix/len via gateway\" (e.g. \"10.78.0.0/16 via 10.79.0.254\")");
+      }
+      RouteConfig r;
+      r.text = t;
+      const std::optional<uint32_t> prefix = detail::parse_ipv4(t.substr(0, slash));
+      if (!prefix) return bad("has no dotted-quad prefix before '/'");
+      const std::string len = t.substr(slash + 1, via - slash - 1);
+      if (len.empty() || len.size() > 2 || len.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoi(len) > 32) {
+        return bad("has a prefix length that is not 0..32");
+      }
+      r.len = static_cast<uint8_t>(std::stoi(len));
+      const uint32_t mask = r.len == 0 ? 0 : ~uint32_t{0} << (32 - r.len);
+      if ((*prefix & ~mask) != 0)
+        return bad("has host bits set in its prefix (the network is " + detail::format_ipv4(*prefix & mask) + "/" +
+                   len + ")");
+      r.prefix = *prefix;
+      const std::optional<uint32_t> gw = detail::parse_ipv4(t.substr(via + 5));
+      if (!gw) return bad("has no dotted-quad gateway after \"via\"");
+      r.via = *gw;
+      routes.push_back(std::move(r));
+    }
+    port->routes = std::move(routes);
+    return {};
   }
 
   Status read_dtypes(const Setting& s, const std::string& path, std::vector<std::string>* dst) const {

@@ -33,6 +33,8 @@ class Validator {
     SUMCAST_RETURN_IF_ERROR(check_device());
     SUMCAST_RETURN_IF_ERROR(check_mac());
     SUMCAST_RETURN_IF_ERROR(check_ipv4());
+    SUMCAST_RETURN_IF_ERROR(check_gateway());
+    SUMCAST_RETURN_IF_ERROR(check_routes());
     SUMCAST_RETURN_IF_ERROR(check_mtu());
     SUMCAST_RETURN_IF_ERROR(check_mbufs());
     SUMCAST_RETURN_IF_ERROR(check_multicast_group());
@@ -115,6 +117,54 @@ class Validator {
     const uint32_t first = *address >> 24;
     if (first == 0 || first == 127 || first >= 224) {
       return error("port.ipv4", text + " is not a unicast host address");
+    }
+    return {};
+  }
+
+  // A gateway must be a unicast host of the port's own subnet (it is resolved by ARP there).
+  // `what` names it in messages; the port's address has been checked already.
+  Status check_next_hop(const std::string& key, const std::string& what, uint32_t gw) const {
+    const PortConfig& port = config_.port;
+    const uint32_t local = *detail::parse_ipv4(port.ipv4);
+    const uint32_t first = gw >> 24;
+    if (first == 0 || first == 127 || first >= 224) return error(key, what + " is not a unicast host address");
+    if (gw == local) return error(key, what + " is port.ipv4 itself");
+    if (port.prefix_len == 0) {
+      return error(key, what + " needs the port's subnet: set port.prefix_len (the length of " + port.ipv4 +
+                            "'s subnet) so that the gateway is on-link");
+    }
+    const uint32_t mask = ~uint32_t{0} << (32 - port.prefix_len);
+    if ((gw & mask) != (local & mask)) {
+      return error(key, what + " is not in the port's subnet " + detail::format_ipv4(local & mask) + "/" +
+                            std::to_string(port.prefix_len) + " (a gateway must be on-link)");
+    }
+    const uint32_t host = gw & ~mask;
+    if (port.prefix_len <= 30 && (host == 0 || host == ~mask)) {
+      return error(key, what + " is the subnet's network or broadcast address");
+    }
+    return {};
+  }
+
+  Status check_gateway() const {
+    const std::string& text = config_.port.gateway;
+    if (text.empty()) return {};
+    const std::optional<uint32_t> gw = detail::parse_ipv4(text);
+    if (!gw) return error("port.gateway", in_quotes(text) + " is not a dotted-quad IPv4 address");
+    return check_next_hop("port.gateway", text, *gw);
+  }
+
+  Status check_routes() const {
+    const std::vector<RouteConfig>& routes = config_.port.routes;
+    for (size_t i = 0; i < routes.size(); ++i) {
+      const std::string key = "port.routes[" + std::to_string(i) + "]";
+      SUMCAST_RETURN_IF_ERROR(check_next_hop(
+          key, in_quotes(routes[i].text) + ": gateway " + detail::format_ipv4(routes[i].via), routes[i].via));
+      for (size_t j = 0; j < i; ++j) {
+        if (routes[j].prefix == routes[i].prefix && routes[j].len == routes[i].len) {
+          return error(key,
+                       in_quotes(routes[i].text) + " routes the same prefix as port.routes[" + std::to_string(j) + "]");
+        }
+      }
     }
     return {};
   }

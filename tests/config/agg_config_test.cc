@@ -177,6 +177,10 @@ struct IntKey {
 };
 constexpr IntKey kIntKeys[] = {
     {"eal", "memory_mb", 64, 1048576},
+    {"port", "prefix_len", 0, 32},
+    {"port", "arp_refresh_ms", 1000, 3600000},
+    {"port", "dscp", 0, 63},
+    {"port", "cnp_interval_us", 0, 1000000},
     {"port", "mtu", 576, 9216},
     {"port", "rx_desc", 64, 16384},
     {"port", "tx_desc", 64, 16384},
@@ -353,6 +357,21 @@ std::vector<BadFile> bad_files() {
        "duplicate setting name"},
       {"duplicate group", config_text({}) + "port = { # again\n};\n", "# again", "duplicate setting name"},
       {"mixed array", config_text({{"eal", "allow = [ \"a\", 1 ];"}}), "allow", "mismatched element type in array"},
+      {"route without via", config_text({{"port", "routes = [ \"10.78.0.0/16 10.79.0.254\" ];"}}), "routes",
+       "port.routes[0]: \"10.78.0.0/16 10.79.0.254\" is not \"prefix/len via gateway\" (e.g. \"10.78.0.0/16 via "
+       "10.79.0.254\")"},
+      {"route with a bad prefix",
+       config_text({{"port", "routes = [ \"10.78.0.0/16 via 10.79.0.254\",\n    \"10.78.0/24 via 10.79.0.254\" ];"}}),
+       "10.78.0/24", "port.routes[1]: \"10.78.0/24 via 10.79.0.254\" has no dotted-quad prefix before '/'"},
+      {"route with a bad length", config_text({{"port", "routes = [ \"10.78.0.0/33 via 10.79.0.254\" ];"}}), "routes",
+       "port.routes[0]: \"10.78.0.0/33 via 10.79.0.254\" has a prefix length that is not 0..32"},
+      {"route with host bits", config_text({{"port", "routes = [ \"10.78.1.0/16 via 10.79.0.254\" ];"}}), "routes",
+       "port.routes[0]: \"10.78.1.0/16 via 10.79.0.254\" has host bits set in its prefix (the network is "
+       "10.78.0.0/16)"},
+      {"route with a bad gateway", config_text({{"port", "routes = [ \"10.78.0.0/16 via router\" ];"}}), "routes",
+       "port.routes[0]: \"10.78.0.0/16 via router\" has no dotted-quad gateway after \"via\""},
+      {"routes given a string", config_text({{"port", "routes = \"10.78.0.0/16 via 10.79.0.254\";"}}), "routes",
+       "port.routes: expected a list of strings, got a string"},
       {"@include", "@include \"other.conf\"\n" + config_text({}), "@include",
        "@include: not supported (agg.conf is a single file)"},
   };

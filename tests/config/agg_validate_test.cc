@@ -305,5 +305,32 @@ TEST_F(AggValidate, ConfigBuiltInCodeReportsLineZero) {
             "built-in:0: port.ipv4: \"10.0.0\" is not a dotted-quad IPv4 address");
 }
 
+TEST_F(AggValidate, GatewayAndRoutesMustBeOnLinkHosts) {
+  // The test config's port.ipv4 is 10.0.0.1.
+  expect_ok({{"port", "prefix_len = 24;"},
+             {"port", "gateway = \"10.0.0.254\";"},
+             {"port", "routes = [ \"10.78.0.0/16 via 10.0.0.2\", \"0.0.0.0/0 via 10.0.0.3\" ];"}});
+  expect_error({{"port", "gateway = \"10.0.0.254\";"}}, "gateway",
+               "port.gateway: 10.0.0.254 needs the port's subnet: set port.prefix_len (the length of 10.0.0.1's "
+               "subnet) so that the gateway is on-link");
+  expect_error({{"port", "prefix_len = 24;"}, {"port", "gateway = \"10.0.1.254\";"}}, "gateway",
+               "port.gateway: 10.0.1.254 is not in the port's subnet 10.0.0.0/24 (a gateway must be on-link)");
+  expect_error({{"port", "prefix_len = 24;"}, {"port", "gateway = \"10.0.0.1\";"}}, "gateway",
+               "port.gateway: 10.0.0.1 is port.ipv4 itself");
+  expect_error({{"port", "prefix_len = 24;"}, {"port", "gateway = \"10.0.0.255\";"}}, "gateway",
+               "port.gateway: 10.0.0.255 is the subnet's network or broadcast address");
+  expect_error({{"port", "prefix_len = 24;"}, {"port", "gateway = \"router\";"}}, "gateway",
+               "port.gateway: \"router\" is not a dotted-quad IPv4 address");
+  expect_error({{"port", "prefix_len = 24;"},
+                {"port", "routes = [ \"10.78.0.0/16 via 10.0.0.2\",\n    \"10.79.0.0/16 via 10.9.0.2\" ];"}},
+               "10.79.0.0/16",
+               "port.routes[1]: \"10.79.0.0/16 via 10.9.0.2\": gateway 10.9.0.2 is not in the port's subnet "
+               "10.0.0.0/24 (a gateway must be on-link)");
+  expect_error({{"port", "prefix_len = 24;"},
+                {"port", "routes = [ \"10.78.0.0/16 via 10.0.0.2\",\n    \"10.78.0.0/16 via 10.0.0.3\" ];"}},
+               "via 10.0.0.3",
+               "port.routes[1]: \"10.78.0.0/16 via 10.0.0.3\" routes the same prefix as port.routes[0]");
+}
+
 }  // namespace
 }  // namespace sumcast::config

@@ -33,6 +33,13 @@ const std::vector<std::string> kAllKeys = {
     "port.device",
     "port.mac",
     "port.ipv4",
+    "port.prefix_len",
+    "port.gateway",
+    "port.routes",
+    "port.arp_refresh_ms",
+    "port.dscp",
+    "port.ecn",
+    "port.cnp_interval_us",
     "port.mtu",
     "port.rx_desc",
     "port.tx_desc",
@@ -130,6 +137,13 @@ TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
   EXPECT_EQ(c.eal.allow, defaults.eal.allow);
   EXPECT_EQ(c.eal.extra_args, defaults.eal.extra_args);
   EXPECT_EQ(c.port.mac, defaults.port.mac);
+  EXPECT_EQ(c.port.prefix_len, defaults.port.prefix_len);
+  EXPECT_EQ(c.port.gateway, defaults.port.gateway);
+  EXPECT_TRUE(c.port.routes.empty());
+  EXPECT_EQ(c.port.arp_refresh_ms, defaults.port.arp_refresh_ms);
+  EXPECT_EQ(c.port.dscp, defaults.port.dscp);
+  EXPECT_EQ(c.port.ecn, defaults.port.ecn);
+  EXPECT_EQ(c.port.cnp_interval_us, defaults.port.cnp_interval_us);
   EXPECT_EQ(c.port.mtu, defaults.port.mtu);
   EXPECT_EQ(c.port.rx_desc, defaults.port.rx_desc);
   EXPECT_EQ(c.port.tx_desc, defaults.port.tx_desc);

@@ -988,5 +988,112 @@ TEST_F(ServerTest, StartRejectsUnusableOptions) {
   EXPECT_NE(st.message().find(std::to_string(port_)), std::string::npos) << st.to_string();
 }
 
+// ---- Next hops ----------------------------------------------------------------------------------
+
+// The appliance's ARP resolver as sumcastd drives it, with the network played by the test: ARP
+// replies are handed in by answer(), and time moves only by advance().
+class TestNextHops : public NextHopResolver {
+ public:
+  explicit TestNextHops(neighbour::RoutingTable routes) : table_(16), resolver_(options(std::move(routes)), &table_) {}
+  neighbour::Resolution resolve(uint32_t ip) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return resolver_.resolve(ip, now_);
+  }
+  neighbour::Resolution status(uint32_t ip) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return resolver_.status(ip);
+  }
+  void answer(uint32_t ip, uint8_t last_mac_byte) {
+    uint8_t f[60] = {};
+    const uint8_t mac[6] = {0x02, 0x11, 0x22, 0x33, 0x44, last_mac_byte};
+    std::copy(mac, mac + 6, f + 6);
+    f[12] = 0x08, f[13] = 0x06, f[15] = 1, f[16] = 0x08, f[18] = 6, f[19] = 4, f[21] = 2;
+    std::copy(mac, mac + 6, f + 22);
+    for (int i = 0; i < 4; ++i) f[28 + i] = static_cast<uint8_t>(ip >> (24 - 8 * i));
+    std::lock_guard<std::mutex> lock(mu_);
+    resolver_.on_arp(f, sizeof f, now_);
+  }
+  void advance(uint64_t ms) {  // time passes: retries run out
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint64_t t = 0; t < ms; t += 10) resolver_.poll(now_ += 10);
+  }
+  const NextHopTable& table() const { return table_; }
+
+ private:
+  static neighbour::ResolverOptions options(neighbour::RoutingTable routes) {
+    neighbour::ResolverOptions o;
+    o.local_ip = 0x0A0000FE;
+    o.routes = std::move(routes);
+    o.retry_ms = 100;
+    o.max_retries = 3;
+    o.refresh_ms = 60000;
+    return o;
+  }
+  std::mutex mu_;
+  uint64_t now_ = 0;
+  NextHopTable table_;
+  neighbour::Resolver resolver_;
+};
+
+TEST_F(ServerTest, MemberWithoutRouteIsRefusedAtOnceNamingItsAddress) {
+  TestNextHops hops(neighbour::RoutingTable(0x0A0001FE, 24, 0, {}));  // 10.0.1.254/24, no gateway
+  ServerOptions o = options();
+  o.next_hops = &hops;
+  start(o);
+  auto c = connect();
+  auto r = c->register_rank(request("far", 2, 0), 5000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kRefused);
+  EXPECT_NE(r.status().message().find("unreachable"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("no route to 10.0.0.1"), std::string::npos) << r.status().to_string();
+  EXPECT_TRUE(server_->jobs().empty());
+  EXPECT_TRUE(sink_.installs().empty());
+}
+
+TEST_F(ServerTest, JobStartsOnceEveryNextHopResolvedAndCarriesTheirIndices) {
+  TestNextHops hops(neighbour::RoutingTable(0x0A0000FE, 24, 0, {}));
+  ServerOptions o = options();
+  o.next_hops = &hops;
+  start(o);
+  Member a = begin_register(request("arp", 2, 0));
+  Member b = begin_register(request("arp", 2, 1));
+  ASSERT_TRUE(wait_registered("arp", 2));
+  hops.answer(0x0A000001, 1);
+  EXPECT_TRUE(sink_.installs().empty());  // rank 1's next hop is still unresolved
+  EXPECT_FALSE(server_->jobs()[0].running);
+  hops.answer(0x0A000002, 2);
+  ASSERT_TRUE(a.pending.get().ok());
+  ASSERT_TRUE(b.pending.get().ok());
+  const auto installs = sink_.installs();
+  ASSERT_EQ(installs.size(), 1u);
+  uint8_t mac[6];
+  for (uint32_t r = 0; r < 2; ++r) {
+    ASSERT_NE(installs[0].members[r].next_hop, kNoNextHop);
+    ASSERT_TRUE(hops.table().mac(installs[0].members[r].next_hop, mac));
+    EXPECT_EQ(mac[5], r + 1);
+  }
+}
+
+TEST_F(ServerTest, NextHopWithoutArpAnswerRefusesEveryRankNamingIt) {
+  TestNextHops hops(neighbour::RoutingTable(0x0A0000FE, 24, 0, {}));
+  ServerOptions o = options();
+  o.next_hops = &hops;
+  start(o);
+  Member a = begin_register(request("mute", 2, 0));
+  Member b = begin_register(request("mute", 2, 1));
+  ASSERT_TRUE(wait_registered("mute", 2));
+  hops.answer(0x0A000001, 1);
+  hops.advance(1000);  // rank 1 never answers: its entry fails after 3 requests
+  for (Member* m : {&a, &b}) {
+    Result<JobGrant> g = m->pending.get();
+    ASSERT_FALSE(g.ok());
+    EXPECT_NE(g.status().message().find("unreachable"), std::string::npos) << g.status().to_string();
+    EXPECT_NE(g.status().message().find("rank 1 of job 'mute'"), std::string::npos) << g.status().to_string();
+    EXPECT_NE(g.status().message().find("no ARP reply from 10.0.0.2"), std::string::npos) << g.status().to_string();
+  }
+  EXPECT_TRUE(sink_.installs().empty());
+  EXPECT_TRUE(wait_for([&] { return server_->jobs().empty(); }, kWait));
+}
+
 }  // namespace
 }  // namespace sumcast::control

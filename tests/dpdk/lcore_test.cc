@@ -17,13 +17,16 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "sumcast/dpdk/job_sink.h"
+#include "sumcast/dpdk/neighbour_service.h"
 #include "sumcast/dpdk/port.h"
 #include "sumcast/dpdk/tx_sink.h"
+#include "sumcast/engine/memory_port.h"
 #include "sumcast/engine/testing.h"
 #include "sumcast/wire/format.h"
 #include "sumcast/wire/packet.h"
@@ -547,6 +550,67 @@ TEST_F(LcoreLoopTest, RoundsWaitingForContributionsAreReported) {
   EXPECT_EQ(sink_->progress(43), 0u);
   sink_->remove(43, wire::AbortReason::kNone);
   EXPECT_EQ(sink_->waiting_rounds(43), 0u);
+}
+
+// The neighbour service as sumcastd runs it: its thread announces the port's address and asks for
+// a member's gateway (frames core 0 sends from its ring), an ARP reply handed over as the lcores do
+// (observe()) publishes the gateway's MAC to the table the engines read, and the change is logged.
+TEST(NeighbourServiceTest, RequestsGoOutThroughCoreZerosSinkAndAReplyPublishesTheMac) {
+  ASSERT_NE(test_port(), nullptr);
+  neighbour::ResolverOptions o;
+  const uint8_t me[6] = {0x02, 0, 0, 0, 0, 0x01}, gw[6] = {0x02, 0x47, 0x57, 0, 0, 0xFE};
+  std::memcpy(o.local_mac, me, 6);
+  o.local_ip = 0x0A000001;  // 10.0.0.1/24, default via 10.0.0.254
+  o.routes = neighbour::RoutingTable(o.local_ip, 24, 0x0A0000FE, {});
+  std::mutex mu;
+  std::vector<std::string> lines;
+  NeighbourService svc(o, 0, [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(l);
+  });
+  ASSERT_TRUE(svc.start().ok());
+  const neighbour::Resolution r = svc.resolve(0x0A4D000A);  // 10.77.0.10, behind the gateway
+  ASSERT_EQ(r.state, neighbour::Resolution::State::kPending);
+  engine::MemoryTxSink tx;
+  std::vector<uint32_t> targets;  // ARP target addresses of what core 0 sent
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (targets.size() < 2 && Clock::now() < deadline) {
+    tx.clear();
+    svc.send_queued(tx);
+    for (const auto& f : tx.frames()) {
+      ASSERT_EQ(f.len, 60u);
+      EXPECT_EQ(f.data[12], 0x08);
+      EXPECT_EQ(f.data[13], 0x06);
+      targets.push_back(static_cast<uint32_t>(f.data[38]) << 24 | static_cast<uint32_t>(f.data[39]) << 16 |
+                        static_cast<uint32_t>(f.data[40]) << 8 | f.data[41]);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // polling the ring, bounded by the deadline
+  }
+  ASSERT_GE(targets.size(), 2u);
+  EXPECT_EQ(targets[0], 0x0A000001u);  // gratuitous ARP for our own address first
+  EXPECT_EQ(targets[1], 0x0A0000FEu);  // then the gateway
+  // The gateway's reply, as an lcore hands it over.
+  uint8_t reply[42] = {};
+  std::memcpy(reply, me, 6);
+  std::memcpy(reply + 6, gw, 6);
+  reply[12] = 0x08, reply[13] = 0x06, reply[15] = 1, reply[16] = 0x08, reply[18] = 6, reply[19] = 4, reply[21] = 2;
+  std::memcpy(reply + 22, gw, 6);
+  reply[28] = 10, reply[31] = 0xFE;
+  std::memcpy(reply + 32, me, 6);
+  reply[38] = 10, reply[41] = 1;
+  NeighbourService::observe(reply, sizeof reply, &svc);
+  uint8_t mac[6] = {};
+  while (!svc.table()->mac(r.next_hop, mac) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(svc.table()->mac(r.next_hop, mac));
+  EXPECT_EQ(std::memcmp(mac, gw, 6), 0);
+  EXPECT_EQ(svc.status(0x0A4D000A).state, neighbour::Resolution::State::kReady);
+  svc.stop();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back(), "neighbour 10.0.0.254 is at 02:47:57:00:00:fe");
+  EXPECT_EQ(svc.observe_overflows(), 0u);
 }
 
 }  // namespace

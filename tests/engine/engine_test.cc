@@ -1264,5 +1264,141 @@ TEST(EngineTest, WithoutAClockTheHistogramUsesNanoseconds) {
   EXPECT_EQ(e.options().clock_hz, 1000000000u);
 }
 
+// --- Next hops ----------------------------------------------------------------------------------
+
+// Results go to each member's next-hop MAC from the table (the resolver's); a member whose next
+// hop is unresolved gets nothing, counted as next_hop_unresolved, and its retransmission is
+// answered once the next hop is known, with a MAC changed in the meantime.
+TEST(EngineTest, ResultsTakeTheNextHopMacAndAnUnresolvedOneIsCounted) {
+  NextHopTable table(4);
+  EngineOptions o = appliance();
+  o.next_hops = &table;
+  Engine e(o);
+  MemoryTxSink tx;
+  JobSpec job = job_spec(3, Dtype::kFp32, ReduceOp::kSum, 3, 2);
+  const uint8_t gw[6] = {0x02, 0x47, 0x57, 0, 0, 1}, gw2[6] = {0x02, 0x47, 0x57, 0, 0, 2};
+  for (uint32_t r = 0; r < 3; ++r) job.members[r].next_hop = r == 1 ? 1 : 0;  // ranks 0, 2 share a gateway
+  table.publish(0, gw);
+  ASSERT_TRUE(e.add_job(job).ok());
+  const Chunk ch{0, 0, 0, 0, 8};
+  for (uint16_t r = 0; r < 3; ++r) feed(e, tx, contribution(job, o, r, ch));
+  EXPECT_EQ(drops(e, DropReason::kNextHopUnresolved), 1u);
+  auto got = collect(tx);
+  ASSERT_EQ(got.size(), 2u);
+  for (uint16_t r : {0, 2}) {
+    ASSERT_EQ(got.count({0, 0, r}), 1u);
+    const std::vector<uint8_t>& f = got.find({0, 0, r})->second.frame;
+    EXPECT_EQ(std::memcmp(f.data(), gw, 6), 0) << "rank " << r;
+    EXPECT_TRUE(icrc::verify_frame(std::span<const uint8_t>(f)));
+    EXPECT_EQ(payload_of(got.find({0, 0, r})->second.pkt), expected(ReduceOp::kSum, 3, 0, 0, 8));
+  }
+  table.publish(1, gw2);
+  tx.clear();
+  feed(e, tx, contribution(job, o, 1, ch));  // rank 1 retransmits: answered from the shadow copy
+  got = collect(tx);
+  ASSERT_EQ(got.count({0, 0, 1}), 1u);
+  const std::vector<uint8_t>& f = got.find({0, 0, 1})->second.frame;
+  EXPECT_EQ(std::memcmp(f.data(), gw2, 6), 0);
+  EXPECT_TRUE(icrc::verify_frame(std::span<const uint8_t>(f)));
+  EXPECT_EQ(get(e.counters().retransmits_answered), 1u);
+  EXPECT_EQ(get(e.counters().results_sent), 2u);
+}
+
+// The observer sees requests for our address (answered too), replies to it and announcements;
+// every ARP frame is counted once (arp_replies, arp_learned or arp_ignored).
+TEST(EngineTest, ArpThatTeachesAMacGoesToTheObserver) {
+  struct Seen {
+    int n = 0;
+    uint16_t last_op = 0;
+  } seen;
+  EngineOptions o = appliance();
+  o.arp_observer = [](const uint8_t* frame, uint32_t len, void* ctx) {
+    auto* s = static_cast<Seen*>(ctx);
+    ASSERT_GE(len, 42u);
+    ++s->n;
+    s->last_op = load_be16(frame + 20);
+  };
+  o.arp_observer_ctx = &seen;
+  Engine e(o);
+  MemoryTxSink tx;
+  feed(e, tx, arp_request(kApplianceIp));  // request for us: answered and seen
+  EXPECT_EQ(seen.n, 1);
+  EXPECT_EQ(tx.frames().size(), 1u);
+  feed(e, tx, arp_request(kApplianceIp, 2));  // a reply to us: seen
+  EXPECT_EQ(seen.n, 2);
+  EXPECT_EQ(seen.last_op, 2);
+  feed(e, tx, arp_request(member(0).ip));  // an announcement (sender = target): seen
+  EXPECT_EQ(seen.n, 3);
+  feed(e, tx, arp_request(kApplianceIp + 1));  // a request for another host: ignored
+  EXPECT_EQ(seen.n, 3);
+  EXPECT_EQ(get(e.counters().arp_replies), 1u);
+  EXPECT_EQ(get(e.counters().arp_learned), 2u);
+  EXPECT_EQ(drops(e, DropReason::kArpIgnored), 1u);
+  EXPECT_EQ(tx.frames().size(), 1u);
+}
+
+// --- Congestion notification --------------------------------------------------------------------
+
+// CE-marked contributions are counted and summed as any other; their sender gets one RoCEv2 CNP
+// (opcode 0x81, BECN, to its QP, ICRC right) per interval, however many arrive within it.
+TEST(EngineTest, CeMarkedContributionsGetOneCnpPerIntervalAndStayExact) {
+  EngineOptions o = appliance();
+  o.cnp_interval_ticks = uint64_t{1} << 62;  // (steady-clock ns) one CNP per member in this test
+  Engine e(o);
+  MemoryTxSink tx;
+  const JobSpec job = job_spec(4, Dtype::kFp32, ReduceOp::kSum, 2, 4);
+  ASSERT_TRUE(e.add_job(job).ok());
+  auto ce = [](std::vector<uint8_t> f) {
+    f[wire::kIpOffset + 1] |= 0x03;  // CE (the ICRC masks the TOS byte)
+    return f;
+  };
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t s = 0; s < 3; ++s) {
+    frames.push_back(ce(contribution(job, o, 1, {s, 0, 0, s * 8u, 8})));
+    frames.push_back(contribution(job, o, 0, {s, 0, 0, s * 8u, 8}));
+  }
+  feed(e, tx, frames);
+  EXPECT_EQ(get(e.counters().ce_marked), 3u);
+  EXPECT_EQ(get(e.counters().cnps_sent), 1u);
+  EXPECT_EQ(get(e.counters().slots_completed), 3u);
+  size_t cnps = 0;
+  for (const auto& f : tx.frames()) {
+    if (f.len < wire::kBthOffset + 1 || f.data[wire::kBthOffset] != 0x81) {
+      wire::ParsedPacket p;
+      ASSERT_EQ(parse_sent(f.bytes(), &p), wire::ParseError::kOk);
+      EXPECT_EQ(payload_of(p), expected(ReduceOp::kSum, 2, p.hdr.slot, 0, 8));
+      continue;
+    }
+    ++cnps;
+    const Member w = member(1);
+    ASSERT_EQ(f.len, 74u);
+    EXPECT_EQ(std::memcmp(f.data, w.mac, 6), 0);
+    EXPECT_EQ(load_be32(f.data + wire::kIpOffset + 16), w.ip);
+    EXPECT_EQ(load_be16(f.data + wire::kUdpOffset + 2), w.udp_port);
+    EXPECT_EQ(load_be16(f.data + wire::kBthOffset + 2), 0xFFFF);
+    EXPECT_EQ(f.data[wire::kBthOffset + 4], 0x40);  // BECN
+    EXPECT_EQ(load_be24(f.data + wire::kBthOffset + 5), w.qpn);
+    EXPECT_TRUE(icrc::verify(std::span<const uint8_t>(f.data + wire::kIpOffset, f.len - wire::kIpOffset)));
+  }
+  EXPECT_EQ(cnps, 1u);
+  EXPECT_EQ(tx.frames().size(), 3u * 2 + 1);
+}
+
+// With the interval 0, CE is counted and nothing more is sent.
+TEST(EngineTest, CeIsCountedWithoutCnpsWhenTheyAreOff) {
+  const EngineOptions o = appliance();
+  Engine e(o);
+  MemoryTxSink tx;
+  const JobSpec job = job_spec(5, Dtype::kFp32, ReduceOp::kSum, 2, 1);
+  ASSERT_TRUE(e.add_job(job).ok());
+  auto f = contribution(job, o, 0, {0, 0, 0, 0, 4});
+  f[wire::kIpOffset + 1] |= 0x03;
+  feed(e, tx, f);
+  feed(e, tx, contribution(job, o, 1, {0, 0, 0, 0, 4}));
+  EXPECT_EQ(get(e.counters().ce_marked), 1u);
+  EXPECT_EQ(get(e.counters().cnps_sent), 0u);
+  EXPECT_EQ(tx.frames().size(), 2u);  // the two results only
+}
+
 }  // namespace
 }  // namespace sumcast::engine

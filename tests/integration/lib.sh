@@ -6,7 +6,8 @@
 # Every script is called as `script SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR [ARGS...]`, sources this
 # file (which takes the four programs from $1..$4) and shifts them off. Then
 #   it_begin N                      root check (exit 77 otherwise), test bed with N workers, token,
-#                                   agg.conf ($IT_WORK/agg.conf; IT_JOB_TIMEOUT_MS, IT_CONF_EXTRA)
+#                                   agg.conf ($IT_WORK/agg.conf; IT_JOB_TIMEOUT_MS, IT_CONF_EXTRA,
+#                                   TB_PORT_EXTRA); IT_BED=routed: the routed bed (tb_up_routed)
 #   it_start_appliance              starts sumcastd, waits (bounded) for "ready"
 #   it_ranks TAG JOB WORLD ARGS...  starts ranks 0..WORLD-1 of one job, rank i in namespace w<i>;
 #                                   appends their PIDs to IT_PIDS, logs in $IT_WORK/TAG.r<i>.log
@@ -68,7 +69,9 @@ it_begin() {
   [ "$(id -u)" = 0 ] || { echo "skipped: needs root (network namespaces)"; exit 77; }
   command -v jq >/dev/null || { echo "skipped: needs jq"; exit 77; }
   IT_WORK=$(mktemp -d /tmp/sumcast-integ.XXXXXX)
-  if ! tb_up "$n"; then
+  local up=tb_up
+  [ "${IT_BED:-flat}" = routed ] && up=tb_up_routed
+  if ! $up "$n"; then
     trap _it_cleanup EXIT
     fail "test bed did not come up"
   fi

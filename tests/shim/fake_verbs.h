@@ -140,7 +140,10 @@ class FakeVerbs final : public VerbsOps {
     return &mr_;
   }
   int dereg_mr(ibv_mr*) override { return 0; }
-  ibv_ah* create_ah(ibv_pd*, ibv_ah_attr*) override { return &ah_; }
+  ibv_ah* create_ah(ibv_pd*, ibv_ah_attr* attr) override {
+    last_ah = *attr;
+    return &ah_;
+  }
   int destroy_ah(ibv_ah*) override { return 0; }
   int post_send(ibv_qp*, ibv_send_wr* wr, ibv_send_wr**) override {
     if (int rc = should_fail("post_send")) return rc;
@@ -198,6 +201,11 @@ class FakeVerbs final : public VerbsOps {
   ibv_qp qp_{};
   ibv_mr mr_{};
   ibv_ah ah_{};
+
+ public:
+  ibv_ah_attr last_ah{};  // the attributes of the last create_ah
+
+ private:
   ibv_cq* send_cq_ = nullptr;
   ibv_cq* recv_cq_ = nullptr;
   ibv_qp_state qp_state_ = IBV_QPS_RESET;

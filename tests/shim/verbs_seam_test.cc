@@ -72,6 +72,19 @@ TEST(VerbsSeam, NoDeviceIsUnavailable) {
   EXPECT_NE(t.status().message().find("no RDMA device"), std::string::npos);
 }
 
+// The DSCP/ECN of contributions rides the address handle's traffic class (the GRH's, which a
+// RoCEv2 NIC writes into the IPv4 TOS).
+TEST(VerbsSeam, TrafficClassReachesTheAddressHandle) {
+  FakeVerbs f = one_device();
+  auto o = options(&f);
+  o.traffic_class = 26 << 2 | 0x2;  // DSCP 26, ECT(0)
+  auto t = VerbsTransport::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_TRUE((*t)->add_peer(peer()).ok());
+  EXPECT_EQ(f.last_ah.grh.traffic_class, 26 << 2 | 0x2);
+  EXPECT_EQ(f.last_ah.is_global, 1);
+}
+
 TEST(VerbsSeam, PicksTheRoceV2GidOfTheAddressAndSaysWhich) {
   FakeVerbs f = one_device();
   auto t = VerbsTransport::open(options(&f));

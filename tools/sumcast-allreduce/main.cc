@@ -96,6 +96,8 @@ struct Options {
   std::string rdma_device;     // --rdma-device
   std::string rdma_interface;  // --rdma-interface
   bool verbose = false;        // --verbose: say which transport, GID, MTU and payload were chosen
+  uint32_t dscp = 0;           // --dscp: DSCP of contributions
+  bool ecn = false;            // --ecn: mark contributions ECT(0)
   uint32_t payload = 1024;
   bool payload_explicit = false;
   uint32_t slots = 0;
@@ -154,6 +156,8 @@ void usage(FILE* f) {
                "  --rdma-device NAME --rdma-interface IF   verbs: the device, and the network interface\n"
                "                             whose RoCEv2 GID to use (a VLAN interface carries its VLAN)\n"
                "  --verbose                  say which transport, GID, MTU and payload were chosen\n"
+               "  --dscp D --ecn             DSCP (0..63) of contributions, and mark them ECT(0)\n"
+               "                             (default 0, not-ECT; match the appliance's port.dscp)\n"
                "  --rto-us U --retries N --op-timeout-ms T   reliability knobs (5000, 100, 30000)\n"
                "  --serve IP[:PORT]          also host an embedded summation service (UDP 4791, control\n"
                "                             PORT, default 4790) and use it when no --appliance is given;\n"
@@ -268,6 +272,8 @@ int parse_args(int argc, char** argv, Options* o) {
       o->verbose = true;
     } else if (a == "--multicast") {
       o->multicast = true;
+    } else if (a == "--ecn") {
+      o->ecn = true;
     } else if ((v = need(i)) == nullptr) {
       return 2;
     } else if (a == "--appliance" || a == "--host-agg") {
@@ -335,6 +341,8 @@ int parse_args(int argc, char** argv, Options* o) {
       o->rdma_device = v;
     } else if (a == "--rdma-interface") {
       o->rdma_interface = v;
+    } else if (a == "--dscp") {
+      ok = parse_int(v, 0, 63, &n), o->dscp = static_cast<uint32_t>(n);
     } else if (a == "--slots") {
       ok = parse_int(v, 0, 65535, &n), o->slots = static_cast<uint32_t>(n);
     } else if (a == "--rto-us") {
@@ -941,6 +949,8 @@ int main(int argc, char** argv) {
   base.transport = o.verbs ? sumcast::shim::TransportKind::kVerbs : sumcast::shim::TransportKind::kUdp;
   base.rdma_device = o.rdma_device;
   base.rdma_interface = o.rdma_interface;
+  base.dscp = static_cast<uint8_t>(o.dscp);
+  base.ecn = o.ecn;
   base.slots = static_cast<uint16_t>(o.slots);
   base.bind_ip = o.bind_ip;
   base.rto_initial_us = o.rto_us;

@@ -92,7 +92,7 @@ int fail(const sumcast::Status& st) {
 // Rows shown for every core, in this order (the rest only when non-zero).
 constexpr const char* kMainRows[] = {"rx_packets",      "tx_packets",  "contributions",        "payload_bytes",
                                      "slots_completed", "duplicates",  "retransmits_answered", "results_sent",
-                                     "aborts_sent",     "arp_replies", "jobs_active"};
+                                     "aborts_sent",     "arp_replies", "arp_learned",          "jobs_active"};
 constexpr const char* kPortRows[] = {"rx_bursts",      "dispatched_out",   "dispatched_in", "dispatch_full",
                                      "control_msgs",   "idle_sleeps",      "tx_deferred",   "tx_refused",
                                      "tx_unsubmitted", "tx_unknown_buffer"};

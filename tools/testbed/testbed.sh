@@ -3,7 +3,13 @@
 #                     its own namespace); RATE (e.g. 200mbit) shapes every worker link with tbf in
 #                     both directions and the appliance's data link to N x RATE.
 #   tb_add_node NAME IP [RATE]  one more host on the switch (scale-out aggregation nodes)
-#   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables.
+#   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables
+#                     (on the routed bed: of the RoCEv2 frames the router forwards, counted).
+#   tb_up_routed N    the routed bed instead: N workers in two subnets (even ranks TB_NET_A, odd
+#                     ranks TB_NET_B), the appliance in a third (TB_NET_APP, its management veth in
+#                     TB_NET_MGMT), joined by a router namespace "rt" with forwarding on; a fourth
+#                     worker subnet (TB_NET_C) for a host the appliance may have no route to.
+#   tb_add_routed_node NAME IP   one more host in one of the routed bed's worker subnets.
 #   tb_down           removes every namespace of this test bed (also run on EXIT by tb_up's trap).
 #   tb_exec NS CMD... runs CMD in namespace NS (app, sw, w0, w1, ...).
 # Addresses: appliance data port TB_APP_IP (answered by sumcastd itself: its veth has no IP),
@@ -28,6 +34,16 @@ tb_exec() { local ns; ns=$(tb_ns "$1"); shift; ip netns exec "$ns" "$@"; }
 _tb_shape() {  # ns dev rate
   [ -n "$3" ] || return 0
   ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 64kb latency 50ms
+}
+
+# _tb_wait_reach NS ADDR: links come up asynchronously; waits (10 pings of 1 s at most) until
+# namespace NS reaches ADDR.
+_tb_wait_reach() {
+  local try=0
+  until tb_exec "$1" ping -c1 -W1 -q "$2" >/dev/null 2>&1; do
+    try=$((try + 1))
+    [ $try -lt 10 ] || { echo "testbed: $1 cannot reach $2" >&2; return 1; }
+  done
 }
 
 # _tb_no_ipv6 NAME: IPv6 off on every interface of namespace NAME, those made later included.
@@ -82,21 +98,14 @@ tb_up() {
     local num=${rate%%[a-zA-Z]*} unit=${rate##*[0-9.]}
     _tb_shape "$(tb_ns sw)" pd "$((num * n))$unit"
   fi
-  # Links come up asynchronously: wait (bounded) until every worker reaches the management address.
-  for ((i = 0; i < n; i++)); do
-    local try=0
-    until tb_exec "w$i" ping -c1 -W1 -q "$TB_MGMT_IP" >/dev/null 2>&1; do
-      try=$((try + 1))
-      [ $try -lt 10 ] || { echo "testbed: w$i cannot reach $TB_MGMT_IP" >&2; return 1; }
-    done
-  done
+  for ((i = 0; i < n; i++)); do _tb_wait_reach "w$i" "$TB_MGMT_IP" || return 1; done
 }
 
 # tb_add_node NAME IP [RATE]: one more host on the switch (e.g. an aggregation node for scale-out,
 # docs/scale-out.md): namespace NAME with interface TB_WORKER_IF at IP, shaped to RATE in both
 # directions like a worker's link when given. Removed by tb_down with the rest.
 tb_add_node() {
-  local name=$1 addr=$2 rate=${3:-} try=0
+  local name=$1 addr=$2 rate=${3:-}
   ip netns add "$(tb_ns "$name")" || return 1
   ip link add "$TB_WORKER_IF" netns "$(tb_ns "$name")" type veth peer name "p$name" netns "$(tb_ns sw)"
   tb_exec "$name" ip link set lo up
@@ -108,20 +117,117 @@ tb_add_node() {
     _tb_shape "$(tb_ns "$name")" "$TB_WORKER_IF" "$rate"
     _tb_shape "$(tb_ns sw)" "p$name" "$rate"
   fi
-  until tb_exec "$name" ping -c1 -W1 -q "${TB_WORKER_IP[0]:-$TB_MGMT_IP}" >/dev/null 2>&1; do
-    try=$((try + 1))
-    [ $try -lt 10 ] || { echo "testbed: $name cannot reach the others" >&2; return 1; }
-  done
+  _tb_wait_reach "$name" "${TB_WORKER_IP[0]:-$TB_MGMT_IP}"
 }
 
 tb_loss() {  # percent of frames dropped on every switch port, both directions
   local pct=$1 per10k
   per10k=$(awk -v p="$pct" 'BEGIN { printf "%d", p * 100 }')
+  if [ "$TB_ROUTED" = 1 ]; then
+    # Named counters: lost_up (contributions) and lost_down (results) the router dropped.
+    tb_exec rt nft -f - <<NFT
+table inet sumcast_loss {
+  counter lost_up { }
+  counter lost_down { }
+  chain impair {
+    type filter hook forward priority 0; policy accept;
+    udp dport 4791 numgen random mod 10000 < $per10k counter name lost_up drop
+    udp sport 4791 numgen random mod 10000 < $per10k counter name lost_down drop
+  }
+}
+NFT
+    return
+  fi
   tb_exec sw nft -f - <<NFT
 table bridge sumcast_loss {
   chain impair { type filter hook forward priority 0; policy accept; numgen random mod 10000 < $per10k drop; }
 }
 NFT
+}
+
+# --- The routed bed ---------------------------------------------------------------------------
+# Results must cross a router here: the appliance resolves its gateway (TB_GW_IP) by ARP and
+# addresses results to it. Worker i's address is TB_WORKER_IP[i], its default route its subnet's
+# .254 on the router; the appliance's management veth routes through the router too.
+TB_ROUTED=0
+TB_NET_A=10.77.0
+TB_NET_B=10.78.0
+TB_NET_C=10.80.0
+TB_NET_APP=10.79.0
+TB_NET_MGMT=10.79.1
+TB_GW_IP=$TB_NET_APP.254
+TB_ROUTER_IF=ra  # the router's interface on the appliance subnet (its MAC is the gateway's)
+
+_tb_router_bridge() {  # NAME NET: a bridge in rt holding NET.254/24
+  tb_exec rt ip link add "$1" type bridge
+  tb_exec rt ip addr add "$2.254/24" dev "$1"
+  tb_exec rt ip link set "$1" up
+}
+
+# _tb_routed_host NS IF NET IP BRIDGE: namespace NS with IF at IP/24 on BRIDGE, default via NET.254.
+_tb_routed_host() {
+  local ns=$1 if=$2 net=$3 addr=$4 br=$5 peer="q${1}"
+  ip netns add "$(tb_ns "$ns")" || return 1
+  _tb_no_ipv6 "$ns"
+  ip link add "$if" netns "$(tb_ns "$ns")" type veth peer name "$peer" netns "$(tb_ns rt)"
+  tb_exec "$ns" ip link set lo up
+  tb_exec "$ns" ip addr add "$addr/24" dev "$if"
+  tb_exec "$ns" ip link set "$if" up
+  tb_exec "$ns" ip route add default via "$net.254"
+  tb_exec rt ip link set "$peer" master "$br"
+  tb_exec rt ip link set "$peer" up
+}
+
+tb_up_routed() {
+  local n=$1 i net br
+  TB_N=$n
+  TB_ROUTED=1
+  TB_APP_IP=$TB_NET_APP.1
+  TB_MGMT_IP=$TB_NET_MGMT.2
+  trap tb_down EXIT
+  trap 'exit 130' INT TERM
+  ip netns add "$(tb_ns rt)" && ip netns add "$(tb_ns app)" || return 1
+  _tb_no_ipv6 rt
+  _tb_no_ipv6 app
+  tb_exec rt ip link set lo up
+  tb_exec app ip link set lo up
+  tb_exec rt sysctl -qw net.ipv4.conf.all.forwarding=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+  _tb_router_bridge bra "$TB_NET_A"
+  _tb_router_bridge brb "$TB_NET_B"
+  _tb_router_bridge brc "$TB_NET_C"
+  # The appliance's data link straight to the router (no IP on the appliance's side: sumcastd).
+  ip link add "$TB_APP_DATA_IF" netns "$(tb_ns app)" type veth peer name "$TB_ROUTER_IF" netns "$(tb_ns rt)"
+  tb_exec app ip link set "$TB_APP_DATA_IF" up
+  tb_exec app sysctl -qw net.ipv6.conf."$TB_APP_DATA_IF".disable_ipv6=1 net.ipv4.conf.all.forwarding=0
+  tb_exec rt ip addr add "$TB_GW_IP/24" dev "$TB_ROUTER_IF"
+  tb_exec rt ip link set "$TB_ROUTER_IF" up
+  # Its management link, routed too.
+  ip link add "$TB_APP_MGMT_IF" netns "$(tb_ns app)" type veth peer name rm netns "$(tb_ns rt)"
+  tb_exec app ip addr add "$TB_MGMT_IP/24" dev "$TB_APP_MGMT_IF"
+  tb_exec app ip link set "$TB_APP_MGMT_IF" up
+  tb_exec app ip route add default via "$TB_NET_MGMT.254"
+  tb_exec rt ip addr add "$TB_NET_MGMT.254/24" dev rm
+  tb_exec rt ip link set rm up
+  for ((i = 0; i < n; i++)); do
+    if ((i % 2 == 0)); then net=$TB_NET_A br=bra; else net=$TB_NET_B br=brb; fi
+    TB_WORKER_IP[$i]=$net.$((10 + i))
+    _tb_routed_host "w$i" "$TB_WORKER_IF" "$net" "${TB_WORKER_IP[$i]}" "$br" || return 1
+  done
+  for ((i = 0; i < n; i++)); do _tb_wait_reach "w$i" "$TB_MGMT_IP" || return 1; done
+}
+
+# tb_add_routed_node NAME IP: one more host at IP in TB_NET_A, TB_NET_B or TB_NET_C (by its
+# first three parts), routed like the workers. Removed by tb_down.
+tb_add_routed_node() {
+  local name=$1 addr=$2 net=${2%.*} br
+  case $net in
+    "$TB_NET_A") br=bra ;;
+    "$TB_NET_B") br=brb ;;
+    "$TB_NET_C") br=brc ;;
+    *) echo "testbed: $addr is in none of the routed bed's worker subnets" >&2; return 1 ;;
+  esac
+  _tb_routed_host "$name" "$TB_WORKER_IF" "$net" "$addr" "$br" || return 1
+  _tb_wait_reach "$name" "$TB_MGMT_IP"
 }
 
 tb_down() {
@@ -132,7 +238,8 @@ tb_down() {
   done
 }
 
-# tb_agg_conf FILE TOKEN_FILE [PMD] [extra dataplane settings]
+# tb_agg_conf FILE TOKEN_FILE [PMD] [extra dataplane settings]; TB_PORT_EXTRA: extra port settings
+# (on the routed bed: the subnet and the gateway or routes).
 # Writes an agg.conf for sumcastd on this test bed's appliance data veth. PMD: af_packet (default)
 # or af_xdp (with TB_XDP_PROG set: xdp_prog=$TB_XDP_PROG). The control plane listens on the management
 # address.
@@ -155,6 +262,7 @@ port = {
   device = "net_${pmd}0";
   ipv4 = "$TB_APP_IP";
   mtu = 1500;
+  ${TB_PORT_EXTRA:-}
 };
 dataplane = {
   worker_cores = 1;

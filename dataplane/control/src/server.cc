@@ -215,6 +215,7 @@ struct Server::Impl {
     send(c, w::RefuseMsg{code, std::move(text)}, now);
   }
   void withdraw(Job& job, uint16_t rank);
+  void try_start(Job& job, Clock::time_point now);
   void start_job(Job& job, Clock::time_point now);
   void fail_job(Job& job, w::AbortReason reason, const std::string& text, Clock::time_point now);
   void tick(Clock::time_point now);
@@ -658,6 +659,14 @@ void Server::Impl::handle_register(Conn& c, const w::RegisterMsg& m, Clock::time
                   now);
   }
   const uint32_t slots = std::min<uint32_t>({m.slots == 0 ? opt.slots_per_job : m.slots, opt.slots_per_job, 0xFFFF});
+  uint32_t next_hop = kNoNextHop;
+  if (opt.next_hops != nullptr) {
+    const neighbour::Resolution res = opt.next_hops->resolve(m.ip);
+    if (res.state == neighbour::Resolution::State::kFailed) {
+      return refuse(c, RefuseCode::kUnreachable, who + ": " + res.text, now);
+    }
+    next_hop = res.next_hop;
+  }
 
   Job* job = nullptr;
   for (auto& [key, j] : jobs) {
@@ -714,6 +723,7 @@ void Server::Impl::handle_register(Conn& c, const w::RegisterMsg& m, Clock::time
   mem.endpoint.ip = m.ip;
   mem.endpoint.udp_port = m.udp_port;
   mem.endpoint.qpn = m.qpn;
+  mem.endpoint.next_hop = next_hop;
   mem.payload_bytes = static_cast<uint16_t>(payload);
   mem.slots = static_cast<uint16_t>(slots);
   job->registered++;
@@ -721,7 +731,31 @@ void Server::Impl::handle_register(Conn& c, const w::RegisterMsg& m, Clock::time
   c.job_key = job->key;
   c.rank = m.rank;
   count(&ServerCounters::registrations);
-  if (job->registered == job->world_size) start_job(*job, now);
+  if (job->registered == job->world_size) try_start(*job, now);
+}
+
+// Every rank registered: start once every member's next hop is resolved (tick() comes back while
+// one is pending); a next hop that failed to resolve refuses every rank, naming it.
+void Server::Impl::try_start(Job& job, Clock::time_point now) {
+  if (opt.next_hops != nullptr) {
+    bool pending = false;
+    for (size_t r = 0; r < job.members.size(); ++r) {
+      const neighbour::Resolution res = opt.next_hops->status(job.members[r].endpoint.ip);
+      if (res.state == neighbour::Resolution::State::kPending) pending = true;
+      if (res.state != neighbour::Resolution::State::kFailed) continue;
+      const std::string text = "rank " + std::to_string(r) + " of job '" + job.name + "' is unreachable: " + res.text;
+      for (JobMember& mem : job.members) {
+        if (Conn* c = conn(mem.conn_id)) {
+          c->job_key = 0;
+          refuse(*c, w::RefuseCode::kUnreachable, text, now);
+        }
+      }
+      jobs.erase(job.key);
+      return;
+    }
+    if (pending) return;
+  }
+  start_job(job, now);
 }
 
 void Server::Impl::withdraw(Job& job, uint16_t rank) {
@@ -882,6 +916,10 @@ void Server::Impl::tick(Clock::time_point now) {
     if (it == jobs.end()) continue;
     Job& job = it->second;
     if (!job.running) {
+      if (job.registered == job.world_size) {
+        try_start(job, now);  // it waits for next hops to resolve
+        if (jobs.count(key) == 0 || job.running) continue;
+      }
       if (now - job.first_registration < reg_timeout) continue;
       const std::string text = "registration timed out: " + std::to_string(job.registered) + " of " +
                                std::to_string(job.world_size) + " ranks of job '" + job.name + "' registered within " +

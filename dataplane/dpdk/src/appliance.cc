@@ -22,6 +22,8 @@
 namespace sumcast::dpdk {
 namespace {
 
+constexpr uint8_t kEcnEct0 = 0x2;  // the ECN field's ECT(0) codepoint (RFC 3168)
+
 // `ctx` points at the core's NUMA node (LcoreContext::socket_id).
 void* engine_allocate(size_t bytes, void* ctx) {
   return rte_malloc_socket("sumcast_engine", bytes, 64, *static_cast<const int*>(ctx));
@@ -110,6 +112,25 @@ Status Appliance::start_impl() {
   port_ = std::move(port.value());
   const PortInfo& pi = port_->info();
 
+  // Neighbour resolution (next hops of results), started before the lcores run.
+  {
+    neighbour::ResolverOptions ro;
+    std::copy(pi.mac, pi.mac + 6, ro.local_mac);
+    ro.local_ip = pi.ipv4;
+    uint32_t gateway = 0;
+    if (!cfg.port.gateway.empty() && !parse_ipv4(cfg.port.gateway, &gateway)) {
+      return Status::invalid_argument(cfg.path + ": port.gateway: \"" + cfg.port.gateway + "\" is not an IPv4 address");
+    }
+    std::vector<neighbour::Route> routes;
+    for (const config::RouteConfig& r : cfg.port.routes) routes.push_back({r.prefix, r.len, r.via});
+    ro.routes = neighbour::RoutingTable(pi.ipv4, cfg.port.prefix_len, gateway, std::move(routes));
+    ro.refresh_ms = cfg.port.arp_refresh_ms;
+    log("neighbours: " + ro.routes.describe() + "; ARP refresh every " + std::to_string(ro.refresh_ms) + " ms");
+    neighbours_ =
+        std::make_unique<NeighbourService>(std::move(ro), pi.socket_id, [this](const std::string& line) { log(line); });
+    SUMCAST_RETURN_IF_ERROR(neighbours_->start());
+  }
+
   // Per-core contexts.
   const bool shared_tx = pi.queues < n;
   tx_locks_.resize(pi.queues);
@@ -149,6 +170,9 @@ Status Appliance::start_impl() {
     std::copy(pi.mac, pi.mac + 6, eo.local_mac);
     eo.local_ip = pi.ipv4;
     eo.qpn = kCoreQpnBase + i;
+    eo.tos = static_cast<uint8_t>(cfg.port.dscp << 2 | (cfg.port.ecn ? kEcnEct0 : 0));
+    eo.cnp_interval_ticks = cfg.port.cnp_interval_us * rte_get_tsc_hz() / 1000000;
+    if (cfg.port.cnp_interval_us != 0 && eo.cnp_interval_ticks == 0) eo.cnp_interval_ticks = 1;
     eo.verify_icrc = cfg.dataplane.verify_icrc;
     eo.max_jobs = cfg.dataplane.max_jobs;
     eo.max_ranks = cfg.dataplane.max_ranks;
@@ -158,10 +182,14 @@ Status Appliance::start_impl() {
     eo.alloc_ctx = &core->socket_id;
     eo.clock = [](void* /*ctx*/) -> uint64_t { return rte_rdtsc(); };
     eo.clock_hz = rte_get_tsc_hz();
+    eo.next_hops = neighbours_->table();
+    eo.arp_observer = &NeighbourService::observe;
+    eo.arp_observer_ctx = neighbours_.get();
     core->engine = std::make_unique<engine::Engine>(eo);
     core->tx = std::make_unique<DpdkTxSink>(pi.port_id, core->tx_queue, port_->tx_pool(),
                                             shared_tx ? &tx_locks_[core->tx_queue] : nullptr);
     core->tx->set_ipv4_checksum_offload(pi.plan.tx_ipv4_cksum);
+    if (i == 0) core->neighbours = neighbours_.get();
     cores_.push_back(std::move(core));
   }
   std::vector<LcoreContext*> all;
@@ -236,6 +264,7 @@ Status Appliance::start_impl() {
   std::copy(pi.mac, pi.mac + 6, so.data_mac);
   so.data_ip = pi.ipv4;
   for (uint32_t i = 0; i < n; ++i) so.core_qpns.push_back(kCoreQpnBase + i);
+  so.next_hops = neighbours_.get();
   so.multicast = cfg.dataplane.multicast;
   if (so.multicast && !parse_ipv4(cfg.dataplane.multicast_group, &so.multicast_base_ip)) {
     return Status::invalid_argument(cfg.path + ": dataplane.multicast_group: \"" + cfg.dataplane.multicast_group +
@@ -318,6 +347,7 @@ void Appliance::shutdown() {
     rte_ring_free(c->ack_ring);
   }
   cores_.clear();
+  neighbours_.reset();  // no lcore reads its table or rings any more
   port_.reset();
   if (eal_up_) {
     rte_eal_cleanup();

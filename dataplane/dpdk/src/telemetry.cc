@@ -43,6 +43,9 @@ std::string telemetry_safe_long(const std::string& s) {
   X(group_frames) \
   X(aborts_sent) \
   X(arp_replies) \
+  X(arp_learned) \
+  X(ce_marked) \
+  X(cnps_sent) \
   X(jobs_active)
 // clang-format on
 
@@ -232,6 +235,17 @@ int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) 
     rte_tel_data_add_dict_string(port, "device", telemetry_safe(c.port.device).c_str());
     rte_tel_data_add_dict_string(port, "mac", telemetry_safe(c.port.mac).c_str());
     rte_tel_data_add_dict_string(port, "ipv4", telemetry_safe(c.port.ipv4).c_str());
+    rte_tel_data_add_dict_u64(port, "prefix_len", c.port.prefix_len);
+    rte_tel_data_add_dict_string(port, "gateway", telemetry_safe(c.port.gateway).c_str());
+    {
+      std::vector<std::string> routes;
+      for (const config::RouteConfig& r : c.port.routes) routes.push_back(r.text);
+      add_container(port, "routes", string_array(routes));
+    }
+    rte_tel_data_add_dict_u64(port, "arp_refresh_ms", c.port.arp_refresh_ms);
+    rte_tel_data_add_dict_u64(port, "dscp", c.port.dscp);
+    rte_tel_data_add_dict_u64(port, "ecn", c.port.ecn ? 1 : 0);
+    rte_tel_data_add_dict_u64(port, "cnp_interval_us", c.port.cnp_interval_us);
     rte_tel_data_add_dict_u64(port, "mtu", c.port.mtu);
     rte_tel_data_add_dict_u64(port, "rx_desc", c.port.rx_desc);
     rte_tel_data_add_dict_u64(port, "tx_desc", c.port.tx_desc);

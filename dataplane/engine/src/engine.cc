@@ -13,6 +13,7 @@
 //   stage     deterministic jobs only: local_slots x world x stage_stride, each rank's payload
 //             (wire format) of the slot's open round, summed in rank order at completion. One
 //             area per slot, not per version: a version opens only once the other is not open.
+//   last_cnp  world x uint64: clock ticks of the last CNP sent to each member (0: none)
 // A slot's local index is slot / core_count (this core owns slot % core_count == core_index).
 #include "sumcast/engine/engine.h"
 
@@ -54,7 +55,14 @@ constexpr size_t kMinEthFrameLen = 60;  // without FCS
 constexpr uint16_t kArpHtypeEthernet = 1;
 constexpr uint16_t kArpOpRequest = 1;
 constexpr uint16_t kArpOpReply = 2;
-constexpr uint32_t kMaxWorld = wire::kRankMulticast;  // ranks 0..0xFFFE; 0xFFFF means multicast
+constexpr uint32_t kMaxWorld = wire::kRankMulticast;
+constexpr uint8_t kEcnMask = 0x03;  // the ECN field of the IPv4 TOS byte
+constexpr uint8_t kEcnCe = 0x03;    // congestion experienced
+constexpr uint8_t kOpcodeCnp = 0x81;
+constexpr uint8_t kBthBecn = 0x40;  // BTH byte 4: BECN
+constexpr size_t kCnpReservedLen = 16;
+constexpr size_t kCnpLen =
+    wire::kBthOffset + 12 + kCnpReservedLen + wire::kIcrcLen;  // ranks 0..0xFFFE; 0xFFFF means multicast
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -99,6 +107,7 @@ struct Job {
   size_t shadow_stride = 0;
   Member* members = nullptr;
   uint32_t* dest_crc = nullptr;   // per member: header CRC xor member 0's (see replicate())
+  uint64_t* last_cnp = nullptr;   // per member: clock ticks of the last CNP sent to it (0: none)
   uint64_t* opened_at = nullptr;  // [local * 2 + parity]: clock ticks when that round opened
   uint32_t shift_bytes = 0;       // crc::shift_for(shift_bytes) == shift (cache: one length per job)
   uint32_t shift = 0x80000000u;   // x^0
@@ -251,6 +260,27 @@ struct Engine::Impl {
     write_result_headers_from(j.result_headers, h, len, frame);
   }
   void answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx);
+  void congested(const Pending& c, TxSink& tx);
+  // The MAC a unicast frame to `m` goes to: its next hop's, or the registered one without a
+  // next-hop table. false (nothing written) while the next hop is unresolved.
+  bool dest_mac(const Member& m, uint8_t out[6]) const {
+    if (m.next_hop == kNoNextHop || opt.next_hops == nullptr) {
+      std::memcpy(out, m.mac, 6);
+      return true;
+    }
+    return opt.next_hops->mac(m.next_hop, out);
+  }
+  // A tx buffer for a unicast frame to `m`, with the MAC it goes to in `mac`; nullptr (the drop
+  // counted: next_hop_unresolved or tx_no_buffer) when there is none.
+  uint8_t* acquire_for(const Member& m, uint8_t mac[6], TxSink& tx) {
+    if (!dest_mac(m, mac)) {
+      drop(DropReason::kNextHopUnresolved);
+      return nullptr;
+    }
+    uint8_t* buf = tx.acquire();
+    if (buf == nullptr) drop(DropReason::kTxNoBuffer);
+    return buf;
+  }
 
   EngineOptions opt;  // as given, with the clock resolved (nullptr: steady_ns at 1e9 Hz)
   void* (*allocate)(size_t bytes, void* ctx);
@@ -424,6 +454,7 @@ void Engine::Impl::classify(const PacketView& f, Pending& c) {
 void Engine::Impl::apply(Pending& c, TxSink& tx) {
   switch (c.kind) {
     case Kind::kContribution:
+      if ((c.frame[wire::kIpOffset + 1] & kEcnMask) == kEcnCe) congested(c, tx);
       contribute(c, tx);
       return;
     case Kind::kArp:
@@ -565,11 +596,9 @@ uint64_t Engine::Impl::replicate(Job& j, wire::SumcastHeader h, const uint8_t* p
   uint32_t icrc_member0 = 0;  // the ICRC of this result addressed to member 0
   uint64_t sent = 0;
   for (uint32_t r = 0; r < j.world; ++r) {
-    uint8_t* buf = tx.acquire();
-    if (buf == nullptr) {
-      drop(DropReason::kTxNoBuffer);
-      continue;
-    }
+    uint8_t mac[6];
+    uint8_t* buf = acquire_for(j.members[r], mac, tx);
+    if (buf == nullptr) continue;
     const auto rank = static_cast<uint16_t>(r);
     if (prev == nullptr) {
       h.rank = rank;
@@ -584,9 +613,11 @@ uint64_t Engine::Impl::replicate(Job& j, wire::SumcastHeader h, const uint8_t* p
       }
       icrc_member0 = load_le32(buf + flen - wire::kIcrcLen);
       if (r != 0) icrc_member0 ^= crc::multiply(j.dest_crc[r], j.shift);
+      std::memcpy(buf, mac, 6);  // the Ethernet header is outside the ICRC
     } else {
       std::memcpy(buf, prev, flen);
       readdress(buf, j.members[r], rank);
+      std::memcpy(buf, mac, 6);
       store_le32(buf + flen - wire::kIcrcLen, icrc_member0 ^ crc::multiply(j.dest_crc[r], j.shift));
       tx.submit(prev, static_cast<uint32_t>(flen));
       ++sent;
@@ -607,6 +638,7 @@ wire::Addressing Engine::Impl::addressing(const Job& j, uint16_t rank) const {
   std::memcpy(a.src_mac, opt.local_mac, 6);
   a.src_ip = opt.local_ip;
   a.src_qp = opt.qpn;
+  a.tos = opt.tos;
   a.qkey = j.qkey;
   if (rank == wire::kRankMulticast) {
     std::memcpy(a.dst_mac, j.mcast_mac, 6);
@@ -625,13 +657,15 @@ wire::Addressing Engine::Impl::addressing(const Job& j, uint16_t rank) const {
 // Builds one frame of `j` to member `rank` (kRankMulticast: the job's group) and hands it to tx.
 bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payload, size_t len, uint16_t rank,
                         TxSink& tx) {
-  uint8_t* buf = tx.acquire();
+  uint8_t mac[6];
+  uint8_t* buf = rank != wire::kRankMulticast ? acquire_for(j.members[rank], mac, tx) : tx.acquire();
   if (buf == nullptr) {
-    drop(DropReason::kTxNoBuffer);
+    if (rank == wire::kRankMulticast) drop(DropReason::kTxNoBuffer);
     return false;
   }
   h.rank = rank;
   uint8_t* out = wire::write_frame_headers(buf, addressing(j, rank), h, len);
+  if (rank != wire::kRankMulticast) std::memcpy(buf, mac, 6);
   if (len != 0) std::memcpy(out, payload, len);
   const size_t flen = wire::frame_len(len);
   icrc::stamp_frame(std::span<uint8_t>(buf, flen));
@@ -645,12 +679,32 @@ bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payl
   return true;
 }
 
+// A request for our address is answered (and shown to the observer: it carries the sender's
+// MAC); a reply to our address or an announcement (sender address = target address) only goes to
+// the observer; anything else is arp_ignored.
 void Engine::Impl::answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx) {
   const uint8_t* a = frame + wire::kEthHeaderLen;
   if (len < wire::kEthHeaderLen + kArpLen || load_be16(a) != kArpHtypeEthernet ||
-      load_be16(a + 2) != wire::kEtherTypeIpv4 || a[4] != 6 || a[5] != 4 || load_be16(a + 6) != kArpOpRequest ||
-      opt.local_ip == 0 || load_be32(a + 24) != opt.local_ip) {
+      load_be16(a + 2) != wire::kEtherTypeIpv4 || a[4] != 6 || a[5] != 4 || opt.local_ip == 0) {
     drop(DropReason::kArpIgnored);
+    return;
+  }
+  const uint16_t op = load_be16(a + 6);
+  const uint32_t sender = load_be32(a + 14), target = load_be32(a + 24);
+  const bool request_for_us = op == kArpOpRequest && target == opt.local_ip;
+  const bool teaches = opt.arp_observer != nullptr && sender != opt.local_ip &&
+                       ((op == kArpOpReply && target == opt.local_ip) ||
+                        ((op == kArpOpRequest || op == kArpOpReply) && sender == target));
+  if (request_for_us && opt.arp_observer != nullptr && sender != opt.local_ip) {
+    opt.arp_observer(frame, len, opt.arp_observer_ctx);
+  }
+  if (!request_for_us) {
+    if (teaches) {
+      opt.arp_observer(frame, len, opt.arp_observer_ctx);
+      bump(counters.arp_learned);
+    } else {
+      drop(DropReason::kArpIgnored);
+    }
     return;
   }
   uint8_t* buf = tx.acquire();
@@ -675,6 +729,51 @@ void Engine::Impl::answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx) {
   bump(counters.arp_replies);
   bump(counters.tx_packets);
   bump(counters.tx_bytes, kMinEthFrameLen);
+}
+
+// A CE-marked contribution: counted; its sender gets a CNP unless it had one within the interval.
+// The CNP: Ethernet | IPv4 (our TOS, DF) | UDP to the member's port | BTH (opcode 0x81, BECN,
+// P_Key 0xFFFF, DestQP = the member's QPN, PSN 0) | 16 reserved zero bytes | ICRC.
+void Engine::Impl::congested(const Pending& c, TxSink& tx) {
+  bump(counters.ce_marked);
+  if (opt.cnp_interval_ticks == 0) return;
+  Job& j = *c.job;
+  const uint16_t rank = c.pkt.hdr.rank;
+  uint64_t& last = j.last_cnp[rank];
+  if (last != 0 && now - last < opt.cnp_interval_ticks) return;
+  const Member& m = j.members[rank];
+  uint8_t mac[6];
+  uint8_t* buf = acquire_for(m, mac, tx);
+  if (buf == nullptr) return;
+  std::memset(buf, 0, kCnpLen);
+  std::memcpy(buf, mac, 6);
+  std::memcpy(buf + 6, opt.local_mac, 6);
+  store_be16(buf + 12, wire::kEtherTypeIpv4);
+  uint8_t* ip = buf + wire::kIpOffset;
+  ip[0] = 0x45;
+  ip[1] = opt.tos;
+  store_be16(ip + 2, static_cast<uint16_t>(kCnpLen - wire::kIpOffset));
+  store_be16(ip + 6, 0x4000);  // DF
+  ip[8] = 64;
+  ip[9] = wire::kIpProtoUdp;
+  store_be32(ip + 12, opt.local_ip);
+  store_be32(ip + 16, m.ip);
+  store_be16(ip + 10, wire::ipv4_header_checksum(ip));
+  uint8_t* udp = buf + wire::kUdpOffset;
+  store_be16(udp, wire::kRoceUdpPort);
+  store_be16(udp + 2, m.udp_port);
+  store_be16(udp + 4, static_cast<uint16_t>(kCnpLen - wire::kUdpOffset));
+  uint8_t* bth = buf + wire::kBthOffset;
+  bth[0] = kOpcodeCnp;
+  store_be16(bth + 2, 0xFFFF);
+  bth[4] = kBthBecn;
+  store_be24(bth + 5, m.qpn);
+  icrc::stamp(std::span<uint8_t>(ip, kCnpLen - wire::kIpOffset));
+  tx.submit(buf, static_cast<uint32_t>(kCnpLen));
+  last = now != 0 ? now : 1;
+  bump(counters.cnps_sent);
+  bump(counters.tx_packets);
+  bump(counters.tx_bytes, kCnpLen);
 }
 
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
@@ -721,6 +820,7 @@ Status Engine::add_job(const JobSpec& spec) {
   const size_t members_bytes = round_up(world * sizeof(Member), kCacheLine);
   const size_t dest_crc_bytes = round_up(world * sizeof(uint32_t), kCacheLine);
   const size_t opened_at_bytes = round_up(size_t{local_slots} * 2 * sizeof(uint64_t), kCacheLine);
+  const size_t cnp_bytes = round_up(world * sizeof(uint64_t), kCacheLine);
   const size_t slot_stride = round_up(kSlotHeaderLen + 2 * bitmap_words * sizeof(uint64_t), kCacheLine);
   const size_t acc_stride = round_up(max_elems * acc_size, kCacheLine);
   const size_t shadow_stride = acc_size == esize ? 0 : round_up(max_elems * esize, kCacheLine);
@@ -729,8 +829,8 @@ Status Engine::add_job(const JobSpec& spec) {
   const size_t shadow_bytes = size_t{local_slots} * 2 * shadow_stride;
   const size_t stage_stride = spec.deterministic ? round_up(max_elems * esize, kCacheLine) : 0;
   const size_t stage_bytes = size_t{local_slots} * world * stage_stride;
-  const size_t total =
-      members_bytes + dest_crc_bytes + opened_at_bytes + slots_bytes + acc_bytes + shadow_bytes + stage_bytes;
+  const size_t total = members_bytes + dest_crc_bytes + opened_at_bytes + slots_bytes + acc_bytes + shadow_bytes +
+                       stage_bytes + cnp_bytes;
 
   auto* mem = static_cast<uint8_t*>(m.allocate(total, o.alloc_ctx));
   if (mem == nullptr) {
@@ -764,6 +864,8 @@ Status Engine::add_job(const JobSpec& spec) {
   j.deterministic = spec.deterministic;
   j.stage_stride = stage_stride;
   j.stage = spec.deterministic ? j.acc + acc_bytes + shadow_bytes : nullptr;
+  j.last_cnp = reinterpret_cast<uint64_t*>(j.acc + acc_bytes + shadow_bytes + stage_bytes);
+  std::memset(j.last_cnp, 0, cnp_bytes);
   const auto d = static_cast<size_t>(spec.dtype);
   j.load = m.kt->load[d];
   j.accumulate = m.kt->accumulate[d][static_cast<size_t>(spec.op)];

@@ -184,6 +184,7 @@ Status Communicator::init() {
     vo.max_payload = c.payload_bytes;
     vo.payload_explicit = c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes;
     vo.ops = c.verbs_ops;
+    vo.traffic_class = c.tos();
     auto verbs = VerbsTransport::open(vo);
     if (!verbs.ok()) return verbs.status();
     transport_ = std::move(verbs).value();
@@ -192,6 +193,7 @@ Status Communicator::init() {
     to.bind_ip = bind_ip;
     to.port = c.udp_port;
     to.verify_icrc = c.verify_icrc;
+    to.tos = c.tos();
     auto udp = UdpTransport::open(to);
     if (!udp.ok()) return udp.status();
     transport_ = std::move(udp).value();

@@ -48,6 +48,12 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   if (setsockopt(t->fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) {
     return Status::from_errno("setsockopt(IP_MTU_DISCOVER, IP_PMTUDISC_DO)");
   }
+  if (options.tos != 0) {
+    const int tos = options.tos;
+    if (setsockopt(t->fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0) {
+      return Status::from_errno("setsockopt(IP_TOS, " + std::to_string(tos) + ")");
+    }
+  }
   set_buffer(t->fd_, SO_RCVBUFFORCE, SO_RCVBUF, options.socket_buffer_bytes);
   set_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
   sockaddr_in me{};

@@ -31,13 +31,29 @@ struct EalConfig {
   std::vector<std::string> extra_args;      // eal.extra_args: appended verbatim
 };
 
+// One static route of port.routes: "prefix/len via gateway" (host order; host bits of the
+// prefix zero).
+struct RouteConfig {
+  uint32_t prefix = 0;
+  uint8_t len = 0;
+  uint32_t via = 0;
+  std::string text;  // as written
+};
+
 struct PortConfig {
-  std::string device;       // port.device (required): DPDK device name, e.g. "net_af_packet0" or "0000:3b:00.0"
-  std::string mac;          // port.mac: "" = the port's own MAC
-  std::string ipv4;         // port.ipv4 (required): the appliance's data address, dotted quad
-  uint16_t mtu = 1500;      // port.mtu: 576..9216
-  uint16_t rx_desc = 1024;  // port.rx_desc: 64..16384, power of two
-  uint16_t tx_desc = 1024;  // port.tx_desc: 64..16384, power of two
+  std::string device;      // port.device (required): DPDK device name, e.g. "net_af_packet0" or "0000:3b:00.0"
+  std::string mac;         // port.mac: "" = the port's own MAC
+  std::string ipv4;        // port.ipv4 (required): the appliance's data address, dotted quad
+  uint8_t prefix_len = 0;  // port.prefix_len: the data subnet's length, 0..32; 0 = every address on-link
+  std::string gateway;     // port.gateway: default gateway for off-link members (dotted quad, on-link); "" = none
+  std::vector<RouteConfig> routes;  // port.routes: [ "prefix/len via gateway", ... ]
+  uint32_t arp_refresh_ms = 30000;  // port.arp_refresh_ms: a next hop's MAC is re-confirmed after, 1000..3600000
+  uint8_t dscp = 0;                 // port.dscp: DSCP of every IPv4 frame the appliance sends, 0..63
+  uint32_t cnp_interval_us = 50;    // port.cnp_interval_us: a CNP per sender at most this often, 0..1000000; 0 = none
+  bool ecn = false;                 // port.ecn: mark those frames ECT(0) (ECN-capable transport); false: not-ECT
+  uint16_t mtu = 1500;              // port.mtu: 576..9216
+  uint16_t rx_desc = 1024;          // port.rx_desc: 64..16384, power of two
+  uint16_t tx_desc = 1024;          // port.tx_desc: 64..16384, power of two
 };
 
 struct DataplaneConfig {

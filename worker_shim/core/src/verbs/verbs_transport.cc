@@ -378,6 +378,7 @@ Result<uint32_t> VerbsTransport::add_peer(const PeerSpec& spec) {
   verbs::ipv4_mapped_gid(spec.ip, ah.grh.dgid.raw);
   ah.grh.sgid_index = static_cast<uint8_t>(s.gid_index);
   ah.grh.hop_limit = 64;
+  ah.grh.traffic_class = s.options.traffic_class;
   ah.port_num = s.options.port;
   Impl::Peer p{spec, s.ops->create_ah(s.pd, &ah)};
   if (p.ah == nullptr) return Status::from_errno("verbs: ibv_create_ah toward " + format_ipv4(spec.ip));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sumcast/engine/engine.h"
+#include "sumcast/neighbour/resolver.h"
 #include "sumcast/status.h"
 #include "sumcast/wire/format.h"
 
@@ -35,6 +36,17 @@ class JobSink {
   // The no-progress timeout runs only while this is non-zero, so idle jobs are never failed.
   // The default (always 1) makes every job without progress time out.
   virtual uint64_t waiting_rounds(uint32_t /*job_id*/) { return 1; }
+};
+
+// Where results to a member go next (sumcastd: its ARP resolver). Called on the server thread;
+// implementations never wait for the network.
+class NextHopResolver {
+ public:
+  virtual ~NextHopResolver() = default;
+  // Starts resolving the next hop of a member at `ip` (host order).
+  virtual neighbour::Resolution resolve(uint32_t ip) = 0;
+  // The state of a resolution resolve() started.
+  virtual neighbour::Resolution status(uint32_t ip) = 0;
 };
 
 struct ServerOptions {
@@ -59,6 +71,11 @@ struct ServerOptions {
   // false, get one copy per member).
   bool multicast = false;
   uint32_t multicast_base_ip = 0;  // host order; the multicast job with index i gets base + i
+  // Next hops of members: a registration without a route is refused (unreachable) at once; a job
+  // whose ranks all registered starts once every member's next hop is resolved, and is refused
+  // (unreachable, naming the address) when one fails to resolve. nullptr: members' registered
+  // MACs are used as they are.
+  NextHopResolver* next_hops = nullptr;
 };
 
 struct JobInfo {

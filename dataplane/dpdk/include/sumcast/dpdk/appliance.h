@@ -24,6 +24,7 @@
 #include "sumcast/dpdk/eal_args.h"
 #include "sumcast/dpdk/job_sink.h"
 #include "sumcast/dpdk/lcore.h"
+#include "sumcast/dpdk/neighbour_service.h"
 #include "sumcast/dpdk/port.h"
 #include "sumcast/dpdk/telemetry.h"
 #include "sumcast/status.h"
@@ -75,6 +76,7 @@ class Appliance {
   bool shut_down_ = false;
   std::atomic<bool> stop_{false};
   std::unique_ptr<Port> port_;
+  std::unique_ptr<NeighbourService> neighbours_;  // outlives the cores (their next-hop table)
   std::vector<std::unique_ptr<LcoreContext>> cores_;
   std::vector<rte_spinlock_t> tx_locks_;
   std::unique_ptr<LcoreJobSink> sink_;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "sumcast/dpdk/neighbour_service.h"
 #include "sumcast/dpdk/tx_sink.h"
 #include "sumcast/engine/engine.h"
 #include "sumcast/status.h"
@@ -107,6 +108,7 @@ struct alignas(64) LcoreContext {
   const std::atomic<bool>* stop = nullptr;
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<DpdkTxSink> tx;
+  NeighbourService* neighbours = nullptr;  // core 0: sends its queued ARP requests between bursts
 
   // Written by the lcore.
   std::atomic<bool> running{false};   // the loop has started
@@ -121,7 +123,8 @@ int run_lcore(void* arg);
 // which does not see the order DPDK's launch gives).
 int launch_lcore(LcoreContext& core);
 
-// Handles every queued control message now (used by the loop; also by tests).
+// Handles every queued control message now, and on core 0 sends the queued ARP requests (used
+// by the loop; also by tests).
 void drain_control(LcoreContext& core);
 
 }  // namespace sumcast::dpdk

@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "sumcast/next_hop.h"
 #include "sumcast/status.h"
 #include "sumcast/wire/format.h"
 #include "sumcast/wire/packet.h"
@@ -43,7 +44,9 @@ namespace sumcast::engine {
   X(kChunkMismatch, "chunk_mismatch") /* offset/count/coll_seq differ in one round */ \
   X(kVersionBit, "version_bit")       /* flags' version bit != round & 1 */           \
   X(kArpIgnored, "arp_ignored")       /* ARP not asking for our address */            \
-  X(kTxNoBuffer, "tx_no_buffer")      /* a reply could not be built: pool empty */
+  X(kTxNoBuffer, "tx_no_buffer")      /* a reply could not be built: pool empty */    \
+  /* a unicast reply's next hop has no MAC (yet): see the neighbour resolver */       \
+  X(kNextHopUnresolved, "next_hop_unresolved")
 
 enum class DropReason : uint8_t {
 #define SUMCAST_X(name, str) name,
@@ -83,6 +86,9 @@ struct alignas(64) CoreCounters {
   std::atomic<uint64_t> group_frames{0};  // results and aborts sent to a multicast job's group (one frame each)
   std::atomic<uint64_t> aborts_sent{0};
   std::atomic<uint64_t> arp_replies{0};
+  std::atomic<uint64_t> arp_learned{0};  // ARP replies/announcements handed to the neighbour resolver
+  std::atomic<uint64_t> ce_marked{0};    // contributions that arrived marked CE (congestion experienced)
+  std::atomic<uint64_t> cnps_sent{0};    // RoCEv2 CNPs sent to their senders (at most one per interval each)
   std::atomic<uint64_t> jobs_active{0};
   std::atomic<uint64_t> drops[kDropReasonCount]{};
   // Every completed round adds its latency (see kLatencyBuckets); count = sum of the buckets.
@@ -111,10 +117,13 @@ class TxSink {
 
 // One member of a job: its data endpoint.
 struct Member {
-  uint8_t mac[6] = {};
-  uint32_t ip = 0;  // host order
+  uint8_t mac[6] = {};  // as registered: used only without a next hop (next_hop == kNoNextHop)
+  uint32_t ip = 0;      // host order
   uint16_t udp_port = wire::kRoceUdpPort;
   uint32_t qpn = 0;
+  // Index of the member's next hop (itself on-link, or its gateway) in EngineOptions::next_hops,
+  // whose MAC unicast frames to it carry; kNoNextHop: the registered mac.
+  uint32_t next_hop = kNoNextHop;
 };
 
 // A job as the control plane hands it to every core (docs/protocol.md §8).
@@ -146,6 +155,7 @@ struct EngineOptions {
   uint8_t local_mac[6] = {};
   uint32_t local_ip = 0;    // host order; ARP is answered for it
   uint32_t qpn = 0x000100;  // this core's QPN (BTH DestQP of its contributions)
+  uint8_t tos = 0;          // IPv4 TOS of every frame sent: DSCP << 2 | ECN (the ICRC masks it)
   bool verify_icrc = true;
   uint32_t max_jobs = 64;
   uint32_t max_ranks = 256;
@@ -161,6 +171,18 @@ struct EngineOptions {
   uint64_t (*clock)(void* ctx) = nullptr;
   void* clock_ctx = nullptr;
   uint64_t clock_hz = 0;  // ticks per second of `clock`, for readers of the histogram
+  // Next hops' MACs, published by the neighbour resolver (Member::next_hop indexes it); nullptr:
+  // members' registered MACs are used.
+  const NextHopTable* next_hops = nullptr;
+  // Called with every ARP frame that can teach the neighbour resolver a MAC (requests for our
+  // address, replies to it, announcements), on the lcore, before the request is answered. The
+  // frame is valid only during the call. nullptr: not called.
+  void (*arp_observer)(const uint8_t* frame, uint32_t len, void* ctx) = nullptr;
+  void* arp_observer_ctx = nullptr;
+  // A contribution marked CE is answered, as a RoCEv2 receiver does under DCQCN, by a CNP (BTH
+  // opcode 0x81, BECN set) to its sender's QP, at most once per this many clock ticks per member;
+  // 0: CE is counted, no CNP is sent.
+  uint64_t cnp_interval_ticks = 0;
 };
 
 // Progress of one job on one core, readable from other threads (relaxed).

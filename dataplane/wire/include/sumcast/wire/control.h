@@ -65,7 +65,7 @@
 //    32 4*k qpn[]          each < 2^24; slot s goes to qpn[s % qpn_count]
 //   REFUSE (6) appliance -> worker: answers REGISTER (or a connection it will not serve:
 //       not_authenticated, too_many_connections); body_len = 4 + text_len
-//     0   1 code           RefuseCode (1..16)
+//     0   1 code           RefuseCode (1..17)
 //     1   1 reserved       0
 //     2   2 text_len       0..kMaxTextLen (512)
 //     4   n text           human-readable detail
@@ -248,14 +248,15 @@ inline const char* control_error_name(ControlError e) {
   X(kRegisterTimeout, 13, "register_timeout") /* not every rank came in time */     \
   X(kInstallFailed, 14, "install_failed")     /* the dataplane refused the job */   \
   X(kTooManyConnections, 15, "too_many_connections")                                \
-  X(kShuttingDown, 16, "shutting_down")
+  X(kShuttingDown, 16, "shutting_down")                                             \
+  X(kUnreachable, 17, "unreachable") /* no route or no ARP answer for the member */
 
 enum class RefuseCode : uint8_t {
 #define SUMCAST_X(name, value, str) name = value,
   SUMCAST_REFUSE_CODES(SUMCAST_X)
 #undef SUMCAST_X
 };
-inline constexpr uint8_t kMaxRefuseCode = 16;
+inline constexpr uint8_t kMaxRefuseCode = 17;
 constexpr bool is_valid_refuse_code(uint8_t c) { return c >= 1 && c <= kMaxRefuseCode; }
 inline const char* refuse_code_name(RefuseCode c) {
   switch (c) {

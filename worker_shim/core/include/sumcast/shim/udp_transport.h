@@ -36,6 +36,7 @@ struct UdpTransportOptions {
   int socket_buffer_bytes = 8 << 20;  // SO_SNDBUF/SO_RCVBUF (forced when privileged)
   bool verify_icrc = true;            // check the ICRC of every result
   uint32_t send_wait_ms = 10;         // when the socket buffer is full, wait this long for room
+  uint8_t tos = 0;                    // IP_TOS of every datagram: DSCP << 2 | ECN (the ICRC masks it)
 };
 
 class UdpTransport final : public Transport {

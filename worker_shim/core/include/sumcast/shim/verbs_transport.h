@@ -36,6 +36,7 @@ struct VerbsTransportOptions {
   uint32_t recv_depth = 1024;     // posted receive buffers
   uint32_t max_payload = 0;       // largest payload per message wanted; 0: what the port's MTU allows
   bool payload_explicit = false;  // max_payload was set by the user: refuse it if it does not fit
+  uint8_t traffic_class = 0;      // the address handles' GRH traffic class (IPv4 TOS: DSCP << 2 | ECN)
   VerbsOps* ops = nullptr;        // test seam: the ibverbs calls (nullptr: rdma-core)
 };
 
