@@ -316,23 +316,27 @@ TEST(PortOffloadTest, PortWithoutRteFlowFallsBackToSoftwareDispatch) {
   EXPECT_NE(info.plan.reason.find("rte_flow_validate refused"), std::string::npos) << info.plan.reason;
 }
 
-// dataplane.idle_poll = "adaptive": full speed while polls find work and for
-// kIdlePollsBeforeSleep empty polls after, then sleeps of 1, 2, 4, ... us up to the limit; any
-// work returns to full speed at once.
-TEST(IdleBackoffTest, SleepsOnlyAfterARunOfEmptyPollsAndDoublesToTheLimit) {
+// dataplane.idle_poll = "adaptive": full speed while polls find work and for kIdleNsBeforeSleep
+// of empty polls after, then sleeps of 1, 2, 4, ... us up to the limit; any work returns to full
+// speed at once and starts a new idle run.
+TEST(IdleBackoffTest, SleepsOnlyAfterAnIdleTimeAndDoublesToTheLimit) {
   IdleBackoff b(10);
-  for (uint32_t i = 1; i < kIdlePollsBeforeSleep; ++i) ASSERT_EQ(b.after_poll(false), 0u) << i;
-  EXPECT_EQ(b.after_poll(false), 1u);
-  EXPECT_EQ(b.after_poll(false), 2u);
-  EXPECT_EQ(b.after_poll(false), 4u);
-  EXPECT_EQ(b.after_poll(false), 8u);
-  EXPECT_EQ(b.after_poll(false), 10u);
-  EXPECT_EQ(b.after_poll(false), 10u);
-  EXPECT_EQ(b.after_poll(true), 0u);  // work: full speed again, and a new run of empty polls
-  for (uint32_t i = 1; i < kIdlePollsBeforeSleep; ++i) ASSERT_EQ(b.after_poll(false), 0u) << i;
-  EXPECT_EQ(b.after_poll(false), 1u);
-  for (uint32_t i = 0; i < 100; ++i) b.after_poll(i % 7 == 0);  // work now and then: never a long sleep
-  EXPECT_EQ(b.after_poll(false), 0u);
+  uint64_t t = 1'000'000;
+  EXPECT_EQ(b.after_poll(true, t), 0u);
+  EXPECT_EQ(b.after_poll(false, t += 100), 0u);  // the idle run starts here
+  const uint64_t start = t;
+  for (; t < start + kIdleNsBeforeSleep - 100; t += 100) ASSERT_EQ(b.after_poll(false, t), 0u) << t - start;
+  t = start + kIdleNsBeforeSleep;
+  EXPECT_EQ(b.after_poll(false, t), 1u);
+  EXPECT_EQ(b.after_poll(false, t += 1000), 2u);
+  EXPECT_EQ(b.after_poll(false, t += 2000), 4u);
+  EXPECT_EQ(b.after_poll(false, t += 4000), 8u);
+  EXPECT_EQ(b.after_poll(false, t += 8000), 10u);
+  EXPECT_EQ(b.after_poll(false, t += 10000), 10u);
+  EXPECT_EQ(b.after_poll(true, t += 10000), 0u);  // work: full speed again
+  EXPECT_EQ(b.after_poll(false, t += 100), 0u);   // a new idle run, not yet long enough
+  EXPECT_EQ(b.after_poll(false, t += kIdleNsBeforeSleep / 2), 0u);
+  EXPECT_EQ(b.after_poll(false, t += kIdleNsBeforeSleep), 1u);
 }
 
 TEST(DpdkTxSinkTest, SubmitOfAForeignBufferSendsNothingAndIsCounted) {

@@ -6,6 +6,7 @@
 #include <rte_mbuf.h>
 #include <rte_pause.h>
 #include <rte_prefetch.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 
@@ -134,6 +135,9 @@ int run_lcore(void* arg) {
   const auto rx_queue = static_cast<uint16_t>(core.rx_queue);
   uint32_t iteration = 0;
   IdleBackoff idle(core.idle_sleep_us);
+  const double ns_per_cycle = 1e9 / static_cast<double>(rte_get_tsc_hz());
+  // Sleeps as short as asked: the kernel's default timer slack (50 us) would stretch each one.
+  if (core.idle_adaptive) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   core.running.store(true, std::memory_order_release);
   while (!core.stop->load(std::memory_order_relaxed)) {
     bool worked = false;
@@ -160,7 +164,8 @@ int run_lcore(void* arg) {
       drain_control(core);
     }
     if (core.idle_adaptive) {
-      const uint32_t sleep_us = idle.after_poll(worked || core.tx->backlog() != 0);
+      const auto now_ns = static_cast<uint64_t>(static_cast<double>(rte_get_tsc_cycles()) * ns_per_cycle);
+      const uint32_t sleep_us = idle.after_poll(worked || core.tx->backlog() != 0, now_ns);
       if (sleep_us != 0) {
         drain_control(core);  // a job installed while the core sleeps waits at most one sleep
         bump(core.counters.idle_sleeps, 1);

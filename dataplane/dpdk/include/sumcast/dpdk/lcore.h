@@ -31,32 +31,36 @@ namespace sumcast::dpdk {
 
 // Iterations of the lcore loop between two looks at the control ring.
 inline constexpr uint32_t kControlInterval = 64;
-// dataplane.idle_poll = "adaptive": after this many polls in a row that found nothing to do, an
-// lcore sleeps between polls, 1 us at first, doubling up to dataplane.idle_sleep_us; the first
-// poll that finds work returns it to full speed. Like DPDK's power-aware examples, so that an
+// dataplane.idle_poll = "adaptive": once an lcore's polls have found nothing to do for this long,
+// it sleeps between polls, 1 us at first, doubling up to dataplane.idle_sleep_us; the first poll
+// that finds work returns it to full speed. Like DPDK's power-aware examples, so that an
 // appliance sharing its host (test beds, spare cores of GPU hosts) gives the core back while no
-// job runs; dedicated appliances keep "busy" (the default): no added latency at all.
-inline constexpr uint32_t kIdlePollsBeforeSleep = 1024;
+// job runs; the gaps inside a running job (a round waiting for its slowest member) are mostly
+// shorter, so they are polled through. Dedicated appliances keep "busy" (the default).
+inline constexpr uint64_t kIdleNsBeforeSleep = 500'000;
 
-// The back-off of an idle lcore (pure, so that it is unit-tested without DPDK).
+// The back-off of an idle lcore (pure, so that it is unit-tested without DPDK or a clock).
 class IdleBackoff {
  public:
   explicit IdleBackoff(uint32_t max_sleep_us) : max_us_(max_sleep_us == 0 ? 1 : max_sleep_us) {}
-  // After a poll: did it find work? Returns how long to sleep now (0: poll again at once).
-  uint32_t after_poll(bool worked) {
-    if (worked) {
-      empty_ = 0;
+  // After a poll at `now_ns` (any monotonic clock): did it find work? Returns how long to sleep
+  // now, in microseconds (0: poll again at once).
+  uint32_t after_poll(bool worked, uint64_t now_ns) {
+    if (worked || !idle_) {
+      idle_ = !worked;
+      since_ns_ = now_ns;
       sleep_us_ = 0;
       return 0;
     }
-    if (++empty_ < kIdlePollsBeforeSleep) return 0;
+    if (now_ns - since_ns_ < kIdleNsBeforeSleep) return 0;
     sleep_us_ = sleep_us_ == 0 ? 1 : std::min(max_us_, sleep_us_ * 2);
     return sleep_us_;
   }
 
  private:
   uint32_t max_us_;
-  uint32_t empty_ = 0;
+  bool idle_ = false;      // the last poll found nothing
+  uint64_t since_ns_ = 0;  // when the current run of empty polls began
   uint32_t sleep_us_ = 0;
 };
 // Largest rx burst (dataplane.burst_size is at most this).
