@@ -92,10 +92,11 @@ st() { jq -r ".total.$1" "$IT_WORK/stats.json"; }
 [ "$(st contributions)" = "$chunks" ] || fail "appliance contributions $(st contributions), workers sent $chunks chunks"
 drops=$(jq -r '[.total | to_entries[] | select(.key | startswith("drop_")) | select(.value != 0) | "\(.key)=\(.value)"] | join(" ")' "$IT_WORK/stats.json")
 [ -z "$drops" ] || fail "the appliance dropped frames (non-RoCE traffic reached it?): $drops"
-# Everything the appliance received was a contribution or an ARP request for its address.
-accounted=$(($(st contributions) + $(st duplicates) + $(st retransmits_answered) + $(st arp_replies)))
+# Everything the appliance received was a contribution, an ARP request for its address, or an ARP
+# reply to its own requests for the members' addresses (arp_learned).
+accounted=$(($(st contributions) + $(st duplicates) + $(st retransmits_answered) + $(st arp_replies) + $(st arp_learned)))
 [ "$(st rx_packets)" = "$accounted" ] ||
-  fail "appliance rx_packets $(st rx_packets) != contributions + duplicates + retransmits + ARP replies ($accounted)"
+  fail "appliance rx_packets $(st rx_packets) != contributions + duplicates + retransmits + ARP replies + ARP learned ($accounted)"
 if [ "$CORES" -gt 1 ]; then
   [ "$(port_json | jq -r .software_dispatch)" = 1 ] || fail "software dispatch is off with $CORES cores"
   for ((c = 0; c < CORES; c++)); do

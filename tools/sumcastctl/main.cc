@@ -93,9 +93,9 @@ int fail(const sumcast::Status& st) {
 constexpr const char* kMainRows[] = {"rx_packets",      "tx_packets",  "contributions",        "payload_bytes",
                                      "slots_completed", "duplicates",  "retransmits_answered", "results_sent",
                                      "aborts_sent",     "arp_replies", "arp_learned",          "jobs_active"};
-constexpr const char* kPortRows[] = {"rx_bursts",      "dispatched_out",   "dispatched_in", "dispatch_full",
-                                     "control_msgs",   "idle_sleeps",      "tx_deferred",   "tx_refused",
-                                     "tx_unsubmitted", "tx_unknown_buffer"};
+constexpr const char* kPortRows[] = {"rx_bursts",    "dispatched_out", "dispatched_in",    "dispatch_full",
+                                     "control_msgs", "idle_sleeps",    "arp_requests",     "tx_deferred",
+                                     "tx_refused",   "tx_unsubmitted", "tx_unknown_buffer"};
 
 void print_row(const std::string& name, const std::vector<const JsonValue*>& cols, const JsonValue& total,
                const std::string& key) {

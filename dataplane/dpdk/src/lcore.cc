@@ -119,7 +119,7 @@ void drain_control(LcoreContext& core) {
       while (rte_ring_sp_enqueue(core.ack_ring, msg) != 0) rte_pause();
     }
   }
-  if (core.neighbours != nullptr) core.neighbours->send_queued(*core.tx);
+  if (core.neighbours != nullptr) bump(core.counters.arp_requests, core.neighbours->send_queued(*core.tx));
 }
 
 int launch_lcore(LcoreContext& core) {

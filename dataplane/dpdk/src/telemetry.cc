@@ -389,6 +389,7 @@ std::vector<CounterRow> read_counters(const LcoreContext& core) {
   rows.push_back({"dispatch_full", load(p.dispatch_full)});
   rows.push_back({"control_msgs", load(p.control_msgs)});
   rows.push_back({"idle_sleeps", load(p.idle_sleeps)});
+  rows.push_back({"arp_requests", load(p.arp_requests)});
   rows.push_back({"tx_deferred", tx != nullptr ? tx->deferred() : 0});
   rows.push_back({"tx_refused", tx != nullptr ? tx->refused() : 0});
   rows.push_back({"tx_unsubmitted", tx != nullptr ? tx->unsubmitted() : 0});

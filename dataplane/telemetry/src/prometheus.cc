@@ -39,6 +39,7 @@ constexpr Help kCoreHelp[] = {
     {"dispatch_full", "Frames dropped because another core's dispatch ring was full."},
     {"control_msgs", "Control messages (job install/remove) the core executed."},
     {"idle_sleeps", "Sleeps of the idle core (dataplane.idle_poll = adaptive)."},
+    {"arp_requests", "ARP requests (and the gratuitous ARP) the neighbour resolver sent through the core."},
     {"tx_deferred", "Frames the transmit queue refused once, kept in the core's backlog and retried."},
     {"tx_refused", "Frames freed unsent: the transmit queue refused them and the core's backlog was full."},
     {"tx_unsubmitted", "Transmit buffers acquired and never submitted."},

@@ -90,6 +90,7 @@ struct alignas(64) PortCounters {
   std::atomic<uint64_t> dispatch_full{0};   // dropped: the owner's dispatch ring was full
   std::atomic<uint64_t> control_msgs{0};    // control messages handled
   std::atomic<uint64_t> idle_sleeps{0};     // sleeps of an idle core (dataplane.idle_poll = "adaptive")
+  std::atomic<uint64_t> arp_requests{0};    // ARP requests the neighbour resolver sent through this core
 };
 
 struct alignas(64) LcoreContext {

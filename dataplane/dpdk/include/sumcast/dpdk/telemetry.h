@@ -57,10 +57,10 @@ struct CounterRow {
 };
 
 // A core's counters: engine counters, then "drop_<reason>" for every drop reason, then the port
-// layer's (rx_bursts, dispatched_out, dispatched_in, dispatch_full, control_msgs, idle_sleeps, tx_deferred,
-// tx_refused, tx_unsubmitted, tx_unknown_buffer). tx_packets, tx_bytes and results_sent count
-// what the tx queue accepted (the engine counts what it submitted; the sink what is still in its
-// backlog or was freed). Cold path (allocates).
+// layer's (rx_bursts, dispatched_out, dispatched_in, dispatch_full, control_msgs, idle_sleeps, arp_requests,
+// tx_deferred, tx_refused, tx_unsubmitted, tx_unknown_buffer). tx_packets, tx_bytes and results_sent count what the tx
+// queue accepted (the engine counts what it submitted; the sink what is still in its backlog or was freed). Cold path
+// (allocates).
 std::vector<CounterRow> read_counters(const LcoreContext& core);
 // Element-wise sum over cores (same order).
 std::vector<CounterRow> sum_counters(const std::vector<const LcoreContext*>& cores);
