@@ -541,16 +541,15 @@ size_t Runtime::drive(int n, const MPI_Request* reqs, std::vector<int>* ours) {
                    world_rank(), r.pending->status().to_string().c_str(), counters.c_str());
     }
     if (r.staging) {
-      const uint64_t before = r.staging->counters().bytes_to_host + r.staging->counters().bytes_to_device;
       Status st = r.pending->status().ok() ? r.staging->finish(r.staged, r.bytes) : Status();
       if (!st.ok()) {
         static_cast<GreqState*>(r.greq)->copy_failed = true;
         std::fprintf(stderr, "sumcast-mpi: ERROR: MPI_Iallreduce through the appliance failed on rank %d: %s\n",
                      world_rank(), st.to_string().c_str());
       }
-      stats_.staged(r.staging->counters().bytes_to_host + r.staging->counters().bytes_to_device - before +
-                    r.bytes);  // the copy in at the start, the copy out now
-      r.staging.reset();       // its host buffers are not needed any more
+      // The request's own staging: its counters are this call's copies, in and out.
+      stats_.staged(r.staging->counters().bytes_to_host + r.staging->counters().bytes_to_device);
+      r.staging.reset();  // its host buffers are not needed any more
     }
     stats_.taken(CallKind::kIallreduce, r.bytes, now_ns() - r.start_ns, false);
     pmpi.Grequest_complete(reqs[i]);
