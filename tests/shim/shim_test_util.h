@@ -260,11 +260,10 @@ struct ImpairmentCounters {
   std::atomic<uint64_t> duplicated_rx{0};
 };
 
-class ImpairedTransport final : public Transport {
+// A transport that passes everything to `inner_`: test decorators override what they change.
+class ForwardingTransport : public Transport {
  public:
-  ImpairedTransport(std::unique_ptr<Transport> inner, Impairment imp, ImpairmentCounters* counters)
-      : inner_(std::move(inner)), imp_(std::move(imp)), rng_(imp_.seed), counters_(counters) {}
-
+  explicit ForwardingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
   Endpoint local_endpoint() const override { return inner_->local_endpoint(); }
   Result<uint32_t> add_peer(const PeerSpec& spec) override { return inner_->add_peer(spec); }
   void leave_groups() override { inner_->leave_groups(); }
@@ -273,6 +272,23 @@ class ImpairedTransport final : public Transport {
                const uint8_t* payload) override {
     return inner_->build(buf, peer, dest_qp, psn, hdr, payload);
   }
+  Status send(std::span<const OutPacket> packets) override { return inner_->send(packets); }
+  size_t receive(std::span<Received> out) override { return inner_->receive(out); }
+  int wait_fd() const override { return inner_->wait_fd(); }
+  const TransportCounters& counters() const override { return inner_->counters(); }
+  std::string describe() const override { return inner_->describe(); }
+  uint32_t max_payload() const override { return inner_->max_payload(); }
+  Status health() const override { return inner_->health(); }
+
+ protected:
+  std::unique_ptr<Transport> inner_;
+};
+
+class ImpairedTransport final : public ForwardingTransport {
+ public:
+  ImpairedTransport(std::unique_ptr<Transport> inner, Impairment imp, ImpairmentCounters* counters)
+      : ForwardingTransport(std::move(inner)), imp_(std::move(imp)), rng_(imp_.seed), counters_(counters) {}
+
   Status send(std::span<const OutPacket> packets) override {
     std::vector<OutPacket> out;
     std::vector<std::vector<uint8_t>> held_now;
@@ -336,14 +352,9 @@ class ImpairedTransport final : public Transport {
     }
     return k;
   }
-  int wait_fd() const override { return inner_->wait_fd(); }
-  const TransportCounters& counters() const override { return inner_->counters(); }
   std::string describe() const override { return "impaired " + inner_->describe(); }
-  uint32_t max_payload() const override { return inner_->max_payload(); }
-  Status health() const override { return inner_->health(); }
 
  private:
-  std::unique_ptr<Transport> inner_;
   Impairment imp_;
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};

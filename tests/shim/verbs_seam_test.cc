@@ -263,24 +263,14 @@ TEST(VerbsSeam, FailedPostsAndPollsFailTheTransport) {
 
 // The communicator over a transport that becomes unusable mid-call: the call fails at once with
 // the transport's reason, not after the operation timeout.
-class BreakingTransport final : public Transport {
+class BreakingTransport final : public testing::ForwardingTransport {
  public:
-  explicit BreakingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
-  Endpoint local_endpoint() const override { return inner_->local_endpoint(); }
-  Result<uint32_t> add_peer(const PeerSpec& spec) override { return inner_->add_peer(spec); }
-  void leave_groups() override { inner_->leave_groups(); }
-  size_t packet_capacity(size_t n) const override { return inner_->packet_capacity(n); }
-  size_t build(uint8_t* b, uint32_t p, uint32_t q, uint32_t psn, const wire::SumcastHeader& h,
-               const uint8_t* pl) override {
-    return inner_->build(b, p, q, psn, h, pl);
-  }
+  using ForwardingTransport::ForwardingTransport;
   Status send(std::span<const OutPacket> packets) override {
     broken_ = true;  // the first call's packets leave, then the QP "breaks"
     return inner_->send(packets);
   }
   size_t receive(std::span<Received> out) override { return broken_ ? 0 : inner_->receive(out); }
-  int wait_fd() const override { return inner_->wait_fd(); }
-  const TransportCounters& counters() const override { return inner_->counters(); }
   std::string describe() const override { return "breaking " + inner_->describe(); }
   Status health() const override {
     return broken_ ? Status::io_error("verbs fake0: receive completion error: transport retry counter exceeded")
@@ -288,7 +278,6 @@ class BreakingTransport final : public Transport {
   }
 
  private:
-  std::unique_ptr<Transport> inner_;
   bool broken_ = false;
 };
 
