@@ -1,4 +1,4 @@
-// sumcastd: the Sumcast aggregation appliance (DESIGN.md §4).
+// sumcastd: the Sumcast aggregation appliance (docs/deployment.md).
 //
 //   sumcastd -c FILE [--check] [-- EAL args...]
 //
@@ -18,27 +18,14 @@
 #include <string_view>
 #include <vector>
 
+#include "sumcast/cli.h"
 #include "sumcast/config/agg_config.h"
 #include "sumcast/dpdk/appliance.h"
-
-#ifndef SUMCAST_VERSION
-#define SUMCAST_VERSION "0.0.0"
-#endif
 
 namespace {
 
 constexpr int kExitConfig = 1;
-constexpr int kExitUsage = 2;
 constexpr int kExitStart = 3;
-
-void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: sumcastd -c FILE [--check] [-- EAL args...]\n"
-               "  -c, --config FILE  agg.conf to run with (reference: docs/agg.conf.md)\n"
-               "  --check            validate FILE and exit (0 valid, 1 invalid)\n"
-               "  --version          print the version and exit\n"
-               "  -- ARGS...         appended to the EAL arguments; they win over agg.conf\n");
-}
 
 struct Args {
   std::string config;
@@ -46,42 +33,27 @@ struct Args {
   std::vector<std::string> eal;
 };
 
-// Returns -1 to go on, else the exit status.
+// Returns -1 to go on, else the exit status. Everything after "--" is EAL's and is not parsed
+// here, so that an EAL argument never reads as one of ours.
 int parse_args(int argc, char** argv, Args* args) {
+  int ours = argc;
   for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--") {
+    if (std::string_view(argv[i]) == "--") {
+      ours = i;
       for (int j = i + 1; j < argc; ++j) args->eal.emplace_back(argv[j]);
       break;
     }
-    if (a == "-c" || a == "--config") {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "sumcastd: %s needs a file\n", argv[i]);
-        return kExitUsage;
-      }
-      args->config = argv[++i];
-    } else if (a.rfind("--config=", 0) == 0) {
-      args->config = std::string(a.substr(9));
-    } else if (a == "--check") {
-      args->check = true;
-    } else if (a == "-h" || a == "--help") {
-      usage(stdout);
-      return 0;
-    } else if (a == "--version") {
-      std::printf("sumcastd %s\n", SUMCAST_VERSION);
-      return 0;
-    } else {
-      std::fprintf(stderr, "sumcastd: unknown argument '%s' (EAL arguments go after --)\n", argv[i]);
-      usage(stderr);
-      return kExitUsage;
-    }
   }
-  if (args->config.empty()) {
-    std::fprintf(stderr, "sumcastd: no configuration file (-c FILE)\n");
-    usage(stderr);
-    return kExitUsage;
-  }
-  return -1;
+  CLI::App app{
+      "The Sumcast aggregation appliance. Arguments after -- are appended to the EAL arguments and win "
+      "over agg.conf.",
+      "sumcastd"};
+  sumcast::cli::setup(app);
+  app.add_option("-c,--config", args->config, "agg.conf to run with (reference: docs/agg.conf.md)")
+      ->required()
+      ->type_name("FILE");
+  app.add_flag("--check", args->check, "validate FILE and exit (0 valid, 1 invalid)");
+  return sumcast::cli::parse(app, ours, argv);
 }
 
 }  // namespace

@@ -40,6 +40,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -379,12 +380,18 @@ int main(int argc, char** argv) {
   const double tx_pps = static_cast<double>(tx - tx_at_start) / secs;
   const double rx_pps = static_cast<double>(rx - rx_at_start) / secs;
   if (o.json) {
-    std::printf(
-        "{\"mode\":\"%s\",\"ranks\":%u,\"payload\":%zu,\"dtype\":\"%s\",\"frame_len\":%zu,\"seconds\":%.3f,"
-        "\"tx_pps\":%.0f,\"rx_pps\":%.0f,\"tx_gbps_payload\":%.3f,\"rx_gbps_payload\":%.3f,"
-        "\"tx_busy_retries\":%" PRIu64 "}\n",
-        o.mode.c_str(), o.ranks, payload, sumcast::wire::dtype_name(o.dtype), frame_len, secs, tx_pps, rx_pps,
-        tx_pps * static_cast<double>(payload) * 8e-9, rx_pps * static_cast<double>(payload) * 8e-9, busy);
+    const nlohmann::ordered_json out = {{"mode", o.mode},
+                                        {"ranks", o.ranks},
+                                        {"payload", payload},
+                                        {"dtype", sumcast::wire::dtype_name(o.dtype)},
+                                        {"frame_len", frame_len},
+                                        {"seconds", secs},
+                                        {"tx_pps", tx_pps},
+                                        {"rx_pps", rx_pps},
+                                        {"tx_gbps_payload", tx_pps * static_cast<double>(payload) * 8e-9},
+                                        {"rx_gbps_payload", rx_pps * static_cast<double>(payload) * 8e-9},
+                                        {"tx_busy_retries", busy}};
+    std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("mode %s, %u ranks, %zu B payloads (%zu B frames), %.2f s: sent %.3f Mpps, received %.3f Mpps\n",
                 o.mode.c_str(), o.ranks, payload, frame_len, secs, tx_pps / 1e6, rx_pps / 1e6);

@@ -76,12 +76,12 @@ TEST(TelemetryClientTest, GreetingThenOneReplyPerCommand) {
   });
   auto client = TelemetryClient::connect(server.path(), 2000);
   ASSERT_TRUE(client.ok()) << client.status().to_string();
-  EXPECT_EQ((*client)->greeting().uint_at("pid"), 4242u);
+  EXPECT_EQ(uint_at((*client)->greeting(), "pid"), 4242u);
   for (const std::string cmd : {"/sumcast/stats", "/sumcast/stats,1"}) {
-    Result<JsonValue> v = (*client)->query(cmd);
+    Result<Json> v = (*client)->query(cmd);
     ASSERT_TRUE(v.ok()) << v.status().to_string();
-    EXPECT_EQ(v->find("asked")->as_string(), cmd);
-    EXPECT_EQ(v->uint_at("n"), 7u);
+    EXPECT_EQ(string_at(*v, "asked"), cmd);
+    EXPECT_EQ(uint_at(*v, "n"), 7u);
   }
 }
 
@@ -89,7 +89,7 @@ TEST(TelemetryClientTest, NullForAnUnknownCommand) {
   FakeTelemetry server(kGreeting, [](const std::string& cmd) { return "{\"" + cmd + "\":null}"; });
   auto client = TelemetryClient::connect(server.path(), 2000);
   ASSERT_TRUE(client.ok());
-  Result<JsonValue> v = (*client)->query("/nope");
+  Result<Json> v = (*client)->query("/nope");
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(v->is_null());
 }
@@ -107,7 +107,7 @@ TEST(TelemetryClientTest, SilenceTimesOut) {
   auto client = TelemetryClient::connect(server.path(), 100);
   ASSERT_TRUE(client.ok());
   const auto t0 = std::chrono::steady_clock::now();
-  Result<JsonValue> v = (*client)->query("/sumcast/stats");
+  Result<Json> v = (*client)->query("/sumcast/stats");
   EXPECT_EQ(v.status().code(), StatusCode::kTimeout);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
 }
@@ -116,7 +116,7 @@ TEST(TelemetryClientTest, GarbageReplyIsRejected) {
   FakeTelemetry server(kGreeting, [](const std::string&) { return std::string("{\"x\":"); });
   auto client = TelemetryClient::connect(server.path(), 2000);
   ASSERT_TRUE(client.ok());
-  Result<JsonValue> v = (*client)->query("/sumcast/stats");
+  Result<Json> v = (*client)->query("/sumcast/stats");
   EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument);
 }
 

@@ -11,33 +11,35 @@
 namespace sumcast::ctl {
 namespace {
 
-JsonValue core_reply(uint64_t core, uint64_t rx, uint64_t payload_bytes, uint64_t slots, uint64_t bad_icrc,
-                     uint64_t unknown_job) {
-  return JsonValue::object({{"core", JsonValue::unsigned_integer(core)},
-                            {"lcore", JsonValue::unsigned_integer(core + 1)},
-                            {"rx_packets", JsonValue::unsigned_integer(rx)},
-                            {"tx_packets", JsonValue::unsigned_integer(slots * 4)},
-                            {"contributions", JsonValue::unsigned_integer(slots * 4)},
-                            {"payload_bytes", JsonValue::unsigned_integer(payload_bytes)},
-                            {"slots_completed", JsonValue::unsigned_integer(slots)},
-                            {"drop_bad_icrc", JsonValue::unsigned_integer(bad_icrc)},
-                            {"drop_unknown_job", JsonValue::unsigned_integer(unknown_job)}});
+Json core_reply(uint64_t core, uint64_t rx, uint64_t payload_bytes, uint64_t slots, uint64_t bad_icrc,
+                uint64_t unknown_job) {
+  return Json::object({{"core", Json(core)},
+                       {"lcore", Json(core + 1)},
+                       {"rx_packets", Json(rx)},
+                       {"tx_packets", Json(slots * 4)},
+                       {"contributions", Json(slots * 4)},
+                       {"payload_bytes", Json(payload_bytes)},
+                       {"slots_completed", Json(slots)},
+                       {"drop_bad_icrc", Json(bad_icrc)},
+                       {"drop_unknown_job", Json(unknown_job)}});
 }
 
-JsonValue job(uint64_t id, const std::string& name, uint64_t slots) {
-  return JsonValue::object({{"job_id", JsonValue::unsigned_integer(id)},
-                            {"name", JsonValue::string(name)},
-                            {"world_size", JsonValue::unsigned_integer(4)},
-                            {"registered", JsonValue::unsigned_integer(4)},
-                            {"running", JsonValue::unsigned_integer(1)},
-                            {"slots_completed", JsonValue::unsigned_integer(slots)},
-                            {"ms_since_progress", JsonValue::unsigned_integer(3)}});
+Json job(uint64_t id, const std::string& name, uint64_t slots) {
+  return Json::object({{"job_id", Json(id)},
+                       {"name", Json(name)},
+                       {"world_size", Json(4)},
+                       {"registered", Json(4)},
+                       {"running", Json(1)},
+                       {"slots_completed", Json(slots)},
+                       {"ms_since_progress", Json(3)}});
 }
 
-JsonValue jobs_reply(std::vector<std::pair<std::string, JsonValue>> jobs) {
-  jobs.insert(jobs.begin(), {"count", JsonValue::unsigned_integer(jobs.size())});
-  jobs.emplace_back("server", JsonValue::object({{"jobs_started", JsonValue::unsigned_integer(1)}}));
-  return JsonValue::object(std::move(jobs));
+Json jobs_reply(std::vector<std::pair<std::string, Json>> jobs) {
+  Json out = Json::object();
+  out["count"] = jobs.size();
+  for (auto& [key, j] : jobs) out[key] = std::move(j);
+  out["server"] = Json::object({{"jobs_started", 1}});
+  return out;
 }
 
 TEST(WatchTest, CounterRateIsTheIncreasePerSecond) {
@@ -57,10 +59,8 @@ TEST(WatchTest, NoTimeBetweenReadingsGivesNoRate) {
 }
 
 TEST(WatchTest, ObjectRatesCoverEveryNumberAndMarkNewCounters) {
-  const JsonValue before = JsonValue::object({{"a", JsonValue::unsigned_integer(10)}});
-  const JsonValue after = JsonValue::object({{"a", JsonValue::unsigned_integer(30)},
-                                             {"name", JsonValue::string("x")},
-                                             {"b", JsonValue::unsigned_integer(5)}});
+  const Json before = Json::object({{"a", Json(10)}});
+  const Json after = Json::object({{"a", Json(30)}, {"name", Json("x")}, {"b", Json(5)}});
   const std::vector<RateRow> rows = object_rates(before, after, 4.0);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].name, "a");
@@ -133,15 +133,15 @@ TEST_F(WatchRatesTest, FrameShowsEveryCoreTheTotalDropsAndJobs) {
 }
 
 TEST_F(WatchRatesTest, JsonCarriesTheSameRates) {
-  const JsonValue j = watch_json(compute_rates(before_, after_));
-  Result<JsonValue> back = parse_json(to_json(j));
+  const Json j = watch_json(compute_rates(before_, after_));
+  Result<Json> back = parse_json(to_json(j));
   ASSERT_TRUE(back.ok());
-  EXPECT_DOUBLE_EQ(back->find("seconds")->as_double(), 2.0);
-  ASSERT_EQ(back->find("cores")->items().size(), 2u);
-  EXPECT_DOUBLE_EQ(back->find("cores")->items()[0].find("rx_pps")->as_double(), 1000.0);
-  EXPECT_DOUBLE_EQ(back->find("total")->find("slots_ps")->as_double(), 50.0);
-  EXPECT_DOUBLE_EQ(back->find("drops_ps")->find("bad_icrc")->as_double(), 2.0);
-  EXPECT_TRUE(back->find("jobs")->items()[1].find("slots_ps")->is_null());
+  EXPECT_DOUBLE_EQ((*back)["seconds"].get<double>(), 2.0);
+  ASSERT_EQ((*back)["cores"].size(), 2u);
+  EXPECT_DOUBLE_EQ((*back)["cores"][0]["rx_pps"].get<double>(), 1000.0);
+  EXPECT_DOUBLE_EQ((*back)["total"]["slots_ps"].get<double>(), 50.0);
+  EXPECT_DOUBLE_EQ((*back)["drops_ps"]["bad_icrc"].get<double>(), 2.0);
+  EXPECT_TRUE((*back)["jobs"][1]["slots_ps"].is_null());
 }
 
 }  // namespace

@@ -33,7 +33,11 @@ expect 2 "$sumcastd"
 expect 2 "$sumcastd" --bogus
 expect 2 "$sumcastd" -c
 expect 0 "$sumcastd" --help
-grep -q "usage: sumcastd" "$work/out" || fail "--help prints no usage"
+grep -q "^Usage: sumcastd" "$work/out" || fail "--help prints no usage"
+expect 0 "$sumcastd" --version
+grep -q "^sumcastd [0-9]" "$work/out" || fail "--version prints no version"
+expect 2 "$sumcastd" -c "$work/good.conf" --bogus
+grep -q -- "--bogus" "$work/out" || fail "an unknown option is not named"
 
 # A valid file.
 expect 0 "$sumcastd" -c "$work/good.conf" --check

@@ -1,4 +1,5 @@
-// The small XML reader: structure, attributes, comments and entities, and errors that name the line.
+// The XML reader over libxml2: structure, attributes, comments, entities and encodings, and errors
+// that name the input, line and column.
 #include "sumcast/topo/xml_reader.h"
 
 #include <gtest/gtest.h>
@@ -46,6 +47,30 @@ TEST(XmlReader, MismatchedCloseTagNamesBothLines) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("f.xml:3"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("line 2"), std::string::npos) << r.status().message();
+}
+
+TEST(XmlReader, ErrorsNameLineAndColumn) {
+  auto r = parse_xml("<system>\n  <cpu numaid=0/>\n</system>\n", "host.xml");
+  ASSERT_FALSE(r.ok());
+  // libxml2 reports the unquoted value at line 2, column 15 (the character after '=').
+  EXPECT_NE(r.status().message().find("host.xml:2:15:"), std::string::npos) << r.status().message();
+}
+
+TEST(XmlReader, DeclaredEncodingIsConvertedToUtf8) {
+  // "caf\xe9" in ISO-8859-1 is "caf\xc3\xa9" in UTF-8.
+  auto r = parse_xml("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>\n<a n=\"caf\xe9\">\xe9</a>", "t");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->attribute_or("n", ""), "caf\xc3\xa9");
+  EXPECT_EQ(r->text, "\xc3\xa9");
+}
+
+TEST(XmlReader, InternalEntitiesExpandAndExternalOnesAreNotFetched) {
+  auto r = parse_xml(
+      "<!DOCTYPE a [<!ENTITY gpu \"GPU0\"><!ENTITY ext SYSTEM \"file:///etc/hostname\">]>\n<a n=\"&gpu;\">&ext;</a>",
+      "t");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->attribute_or("n", ""), "GPU0");
+  EXPECT_EQ(r->text, "");  // the external entity stays a reference: no file is read
 }
 
 TEST(XmlReader, RejectsMalformedInput) {

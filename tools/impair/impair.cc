@@ -1,5 +1,5 @@
 // sumcast-impair: an NFQUEUE consumer that drops, delays and reorders packets, deterministically
-// from a seed. This kernel has no netem (DESIGN.md §6); nftables covers loss and duplication,
+// from a seed. Test kernels may lack netem; nftables covers loss and duplication,
 // this tool covers delay and reordering (and loss when one wants it seeded and counted).
 //
 // Usage (inside the namespace whose traffic is impaired):
@@ -25,6 +25,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "sumcast/cli.h"
 
 namespace {
 
@@ -101,63 +103,31 @@ void release_due(State* st, bool all) {
   }
 }
 
-bool parse_args(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") return false;
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "sumcast-impair: %s needs a value\n", a.c_str());
-      return false;
-    }
-    const char* v = argv[++i];
-    char* end = nullptr;
-    const double d = std::strtod(v, &end);
-    if (end == v || *end != '\0' || d < 0) {
-      std::fprintf(stderr, "sumcast-impair: %s: '%s' is not a non-negative number\n", a.c_str(), v);
-      return false;
-    }
-    if (a == "--queue")
-      o->queue = static_cast<uint16_t>(d);
-    else if (a == "--seed")
-      o->seed = static_cast<uint64_t>(d);
-    else if (a == "--loss")
-      o->loss_pct = d;
-    else if (a == "--delay-ms")
-      o->delay_ms = d;
-    else if (a == "--jitter-ms")
-      o->jitter_ms = d;
-    else if (a == "--reorder")
-      o->reorder_pct = d;
-    else if (a == "--reorder-ms")
-      o->reorder_ms = d;
-    else if (a == "--duration-s")
-      o->duration_s = d;
-    else if (a == "--max-packets")
-      o->max_packets = static_cast<uint64_t>(d);
-    else if (a == "--max-held")
-      o->max_held = static_cast<size_t>(d);
-    else {
-      std::fprintf(stderr, "sumcast-impair: unknown option %s\n", a.c_str());
-      return false;
-    }
-  }
-  if (o->loss_pct > 100 || o->reorder_pct > 100) {
-    std::fprintf(stderr, "sumcast-impair: percentages must be 0..100\n");
-    return false;
-  }
-  return true;
+// Returns -1 to go on, else the exit status.
+int parse_args(int argc, char** argv, Options* o) {
+  CLI::App app{"An NFQUEUE consumer that drops, delays and reorders packets, deterministically from a seed.",
+               "sumcast-impair"};
+  sumcast::cli::setup(app);
+  app.add_option("--queue", o->queue, "NFQUEUE number to consume")->required();
+  app.add_option("--seed", o->seed, "random seed: the same seed, the same decisions");
+  app.add_option("--loss", o->loss_pct, "drop this percentage of packets")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--delay-ms", o->delay_ms, "hold every packet this long")->check(CLI::NonNegativeNumber);
+  app.add_option("--jitter-ms", o->jitter_ms, "plus U[0, J] ms (packets overtake each other)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--reorder", o->reorder_pct, "hold this percentage of packets --reorder-ms more")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--reorder-ms", o->reorder_ms, "extra hold of reordered packets")->check(CLI::NonNegativeNumber);
+  app.add_option("--duration-s", o->duration_s, "exit after this long")->check(CLI::NonNegativeNumber);
+  app.add_option("--max-packets", o->max_packets, "exit after this many packets");
+  app.add_option("--max-held", o->max_held, "hold at most this many packets (further ones pass at once)");
+  return sumcast::cli::parse(app, argc, argv);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   State st;
-  if (!parse_args(argc, argv, &st.opt)) {
-    std::fprintf(stderr,
-                 "usage: sumcast-impair --queue N [--seed S] [--loss PCT] [--delay-ms D] [--jitter-ms J]\n"
-                 "       [--reorder PCT] [--reorder-ms R] [--duration-s T] [--max-packets N] [--max-held N]\n");
-    return 2;
-  }
+  if (const int rc = parse_args(argc, argv, &st.opt); rc >= 0) return rc;
   st.rng.seed(st.opt.seed);
   nfq_handle* h = nfq_open();
   if (h == nullptr) {

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "sumcast/cli.h"
 #include "sumcast/pktgen/stream.h"
 #include "sumcast/shim/control_client.h"
 #include "sumcast/wire/packet.h"
@@ -88,8 +89,7 @@ struct Args {
 };
 
 int usage(const std::string& why) {
-  std::fprintf(stderr,
-               "sumcast-pcapgen: %s\n(see the comment at the top of tools/pktgen/main.cc, or docs/stress-testing.md)\n",
+  std::fprintf(stderr, "sumcast-pcapgen: %s\nrun sumcast-pcapgen --help for the options (docs/stress-testing.md)\n",
                why.c_str());
   return kExitUsage;
 }
@@ -137,119 +137,63 @@ std::string ip_text(uint32_t ip) {
 
 // Returns -1 to go on, else the exit status.
 int parse_args(int argc, char** argv, Args* a) {
-  auto number = [](const std::string& v, uint64_t max, uint64_t* out) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long x = std::strtoull(v.c_str(), &end, 0);
-    if (v.empty() || end == v.c_str() || *end != '\0' || errno != 0 || x > max) return false;
-    *out = x;
-    return true;
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "--hold") {
-      a->hold = true;
-      continue;
-    }
-    if (k == "--verify-results") {
-      a->verify = true;
-      continue;
-    }
-    if (k == "--exit-when-complete") {
-      a->exit_when_complete = true;
-      a->hold = true;
-      continue;
-    }
-    if (k == "-h" || k == "--help") {
-      std::printf("usage: see docs/stress-testing.md\n");
-      return 0;
-    }
-    if (i + 1 >= argc) return usage(k + " needs a value");
-    const std::string v = argv[++i];
-    uint64_t n = 0;
-    auto num = [&](uint64_t max) {
-      if (!number(v, max, &n)) {
-        usage(k + ": '" + v + "' is not a number in 0.." + std::to_string(max));
-        return false;
-      }
-      return true;
-    };
-    if (k == "-o" || k == "--output") {
-      a->output = v;
-    } else if (k == "--ranks") {
-      if (!num(65535)) return kExitUsage;
-      a->ranks = static_cast<uint32_t>(n);
-    } else if (k == "--dtype") {
-      bool found = false;
-      for (int d = 0; d < sumcast::wire::kDtypeCount; ++d) {
-        if (v == sumcast::wire::dtype_name(static_cast<sumcast::wire::Dtype>(d))) {
-          a->dtype = static_cast<sumcast::wire::Dtype>(d);
-          found = true;
-        }
-      }
-      if (!found) return usage("--dtype: unknown '" + v + "'");
-    } else if (k == "--payload") {
-      if (!num(sumcast::wire::kMaxPayloadBytes)) return kExitUsage;
-      a->payload = static_cast<uint32_t>(n);
-    } else if (k == "--slots") {
-      if (!num(65535)) return kExitUsage;
-      a->slots = static_cast<uint32_t>(n);
-    } else if (k == "--rounds") {
-      if (!num(1u << 30)) return kExitUsage;
-      a->rounds = static_cast<uint32_t>(n);
-    } else if (k == "--files") {
-      if (!num(1024)) return kExitUsage;
-      a->files = static_cast<uint32_t>(n);
-    } else if (k == "--pps") {
-      a->pps = std::strtod(v.c_str(), nullptr);
-    } else if (k == "--iface") {
-      a->iface = v;
-    } else if (k == "--src-mac") {
-      a->src_mac = v;
-    } else if (k == "--src-ip") {
-      a->src_ip = v;
-    } else if (k == "--src-qpn-base") {
-      if (!num(0xFFFFFF)) return kExitUsage;
-      a->src_qpn_base = static_cast<uint32_t>(n);
-    } else if (k == "--udp-port") {
-      if (!num(65535)) return kExitUsage;
-      a->udp_port = static_cast<uint16_t>(n);
-    } else if (k == "--appliance") {
-      a->appliance = v;
-    } else if (k == "--token-file") {
-      a->token_file = v;
-    } else if (k == "--job") {
-      a->job = v;
-    } else if (k == "--timeout-ms") {
-      if (!num(3600000)) return kExitUsage;
-      a->timeout_ms = static_cast<uint32_t>(n);
-    } else if (k == "--info") {
-      a->info = v;
-    } else if (k == "--job-id") {
-      if (!num(0xFFFFFFFF)) return kExitUsage;
-      a->job_id = static_cast<uint32_t>(n);
-      a->offline = true;
-    } else if (k == "--qkey") {
-      if (!num(0xFFFFFFFF)) return kExitUsage;
-      a->qkey = static_cast<uint32_t>(n);
-    } else if (k == "--appliance-mac") {
-      a->appliance_mac = v;
-    } else if (k == "--appliance-ip") {
-      a->appliance_ip = v;
-    } else if (k == "--core-qpns") {
-      size_t pos = 0;
-      while (pos <= v.size()) {
-        const size_t comma = v.find(',', pos);
-        const std::string item = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-        if (!number(item, 0xFFFFFF, &n)) return usage("--core-qpns: '" + item + "' is not a QPN");
-        a->core_qpns.push_back(static_cast<uint32_t>(n));
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-      }
-    } else {
-      return usage("unknown argument '" + k + "'");
-    }
+  CLI::App app{
+      "pcap files of a stress job's contribution streams, for dpdk-pktgen or any pcap replayer "
+      "(docs/stress-testing.md). Registered mode: --appliance and --token-file; offline mode: --job-id, "
+      "--qkey, --appliance-mac, --appliance-ip and --core-qpns.",
+      "sumcast-pcapgen"};
+  sumcast::cli::setup(app);
+  app.add_option("-o,--output", a->output, "the pcap to write (FILE.pcap; with --files F, FILE-<i>.pcap)")
+      ->type_name("FILE");
+  app.add_option("--ranks", a->ranks, "ranks of the stress job")->check(CLI::Range(1, 65535));
+  std::vector<std::string> dtype_names;
+  for (int d = 0; d < sumcast::wire::kDtypeCount; ++d) {
+    dtype_names.emplace_back(sumcast::wire::dtype_name(static_cast<sumcast::wire::Dtype>(d)));
   }
+  app.add_option_function<std::string>(
+         "--dtype",
+         [a](const std::string& v) {
+           for (int d = 0; d < sumcast::wire::kDtypeCount; ++d) {
+             if (v == sumcast::wire::dtype_name(static_cast<sumcast::wire::Dtype>(d))) {
+               a->dtype = static_cast<sumcast::wire::Dtype>(d);
+             }
+           }
+         },
+         "element type (default fp32)")
+      ->check(CLI::IsMember(dtype_names));
+  app.add_option("--payload", a->payload, "payload bytes per packet")
+      ->check(CLI::Range(0u, static_cast<unsigned>(sumcast::wire::kMaxPayloadBytes)));
+  app.add_option("--slots", a->slots, "window slots")->check(CLI::Range(0, 65535));
+  app.add_option("--rounds", a->rounds, "rounds per slot")->check(CLI::Range(0u, 1u << 30));
+  app.add_option("--files", a->files, "pcap files (one stream per file)")->check(CLI::Range(0, 1024));
+  app.add_option("--pps", a->pps, "packet rate for the pcap's timestamps (0: back to back)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--iface", a->iface, "the sender's interface (its MAC)");
+  app.add_option("--src-mac", a->src_mac, "the sender's MAC");
+  app.add_option("--src-ip", a->src_ip, "the sender's IPv4 (results go there)");
+  app.add_option("--src-qpn-base", a->src_qpn_base, "QPN of rank 0 (rank r: + r)")->check(CLI::Range(0, 0xFFFFFF));
+  app.add_option("--udp-port", a->udp_port, "the sender's UDP port");
+  app.add_option("--appliance", a->appliance, "registered mode: the appliance's control endpoint")
+      ->type_name("HOST[:PORT]");
+  app.add_option("--token-file", a->token_file, "registered mode: the appliance's shared secret");
+  app.add_option("--job", a->job, "registered mode: the job's name");
+  app.add_option("--timeout-ms", a->timeout_ms, "registered mode: control timeout")->check(CLI::Range(0, 3600000));
+  app.add_option("--info", a->info, "registered mode: write the grant to this file");
+  app.add_flag("--hold", a->hold, "keep the job registered until SIGINT/SIGTERM");
+  app.add_flag("--verify-results", a->verify, "receive the results and check every element (needs --hold)");
+  app.add_flag("--exit-when-complete", a->exit_when_complete,
+               "exit once every result arrived (implies --hold; needs --verify-results)");
+  auto* job_id = app.add_option("--job-id", a->job_id, "offline mode: the job id");
+  app.add_option("--qkey", a->qkey, "offline mode: the job's Q_Key");
+  app.add_option("--appliance-mac", a->appliance_mac, "offline mode: the appliance's MAC");
+  app.add_option("--appliance-ip", a->appliance_ip, "offline mode: the appliance's IPv4");
+  app.add_option("--core-qpns", a->core_qpns, "offline mode: the appliance's per-core QPNs")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 0xFFFFFF))
+      ->type_name("Q0[,Q1...]");
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
+  a->offline = job_id->count() > 0;
+  if (a->exit_when_complete) a->hold = true;
   if (a->output.empty()) return usage("no output file (-o FILE.pcap)");
   if (a->ranks == 0) return usage("--ranks N is required (N >= 1)");
   if (a->src_ip.empty()) return usage("--src-ip is required (the address the results go to)");

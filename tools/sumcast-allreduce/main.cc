@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -656,10 +657,11 @@ void print_plan(const Options& o, const Plan& plan, uint64_t count) {
   std::vector<uint64_t> units;
   for (const auto& a : o.appliances) units.push_back(sumcast::shim::weight_units(a.weight));
   const auto ranges = sumcast::shim::contiguous_ranges(count, units);
-  std::string json = "{\"placement\":\"" + std::string(plan.automatic ? "auto" : "weights") +
-                     "\",\"hosts\":" + std::to_string(plan.hosts) +
-                     ",\"predicted_algbw_mbit\":" + std::to_string(plan.predicted_mbit) +
-                     ",\"call_bytes\":" + std::to_string(count * es) + ",\"aggregators\":[";
+  nlohmann::ordered_json json = {{"placement", plan.automatic ? "auto" : "weights"},
+                                 {"hosts", plan.hosts},
+                                 {"predicted_algbw_mbit", plan.predicted_mbit},
+                                 {"call_bytes", count * es},
+                                 {"aggregators", nlohmann::ordered_json::array()}};
   if (!o.json) {
     std::printf("# placement: %s over %d hosts and %zu aggregators; predicted algbw %.1f (link units, e.g. Mbit/s)\n",
                 plan.automatic ? "auto" : "weights", plan.hosts, o.aggregators.size(), plan.predicted_mbit);
@@ -676,12 +678,14 @@ void print_plan(const Options& o, const Plan& plan, uint64_t count) {
       std::printf("#   %-3zu %-10s %-22s %10.1f %10.6f %14" PRIu64 "%s\n", i, kind.c_str(), g.address.c_str(),
                   plan.mbit[i], plan.fraction[i], bytes, in_job ? "" : " (not used)");
     }
-    json += std::string(i ? "," : "") + "{\"address\":\"" + g.address + "\",\"kind\":\"" +
-            (g.host ? "host" : "appliance") + "\",\"host\":" + std::to_string(g.host_index) +
-            ",\"link\":" + std::to_string(plan.mbit[i]) + ",\"share\":" + std::to_string(plan.fraction[i]) +
-            ",\"bytes\":" + std::to_string(bytes) + "}";
+    json["aggregators"].push_back({{"address", g.address},
+                                   {"kind", g.host ? "host" : "appliance"},
+                                   {"host", g.host_index},
+                                   {"link", plan.mbit[i]},
+                                   {"share", plan.fraction[i]},
+                                   {"bytes", bytes}});
   }
-  if (o.json) std::printf("%s]}\n", json.c_str());
+  if (o.json) std::printf("%s\n", json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   std::fflush(stdout);
 }
 
@@ -1001,11 +1005,16 @@ int main(int argc, char** argv) {
     for (const Row& r : sh.rows) {
       const double algbw = r.time_us > 0 ? static_cast<double>(r.bytes) / (r.time_us * 1e3) : 0;
       if (o.json) {
-        std::printf("{\"size\":%" PRIu64 ",\"count\":%" PRIu64
-                    ",\"type\":\"%s\",\"redop\":\"%s\",\"time_us\":%.2f,"
-                    "\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%s,\"world\":%d}\n",
-                    r.bytes, r.count, sumcast::wire::dtype_name(o.dtype), sumcast::wire::reduce_op_name(o.op),
-                    r.time_us, algbw, algbw, o.check ? std::to_string(r.wrong).c_str() : "null", o.world);
+        const nlohmann::ordered_json row = {{"size", r.bytes},
+                                            {"count", r.count},
+                                            {"type", sumcast::wire::dtype_name(o.dtype)},
+                                            {"redop", sumcast::wire::reduce_op_name(o.op)},
+                                            {"time_us", r.time_us},
+                                            {"algbw_gbps", algbw},
+                                            {"busbw_gbps", algbw},
+                                            {"wrong", o.check ? nlohmann::ordered_json(r.wrong) : nullptr},
+                                            {"world", o.world}};
+        std::printf("%s\n", row.dump().c_str());
       } else {
         std::printf(" %11" PRIu64 " %13" PRIu64 " %6s %6s %11.1f %9.3f %9.3f %8s\n", r.bytes, r.count,
                     sumcast::wire::dtype_name(o.dtype), sumcast::wire::reduce_op_name(o.op), r.time_us, algbw, algbw,

@@ -8,85 +8,32 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <string>
 
+#include "sumcast/cli.h"
 #include "sumcast/embedded/service.h"
-
-namespace {
-
-void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: sumcast-serve --bind IP --token-file PATH [options]\n"
-               "  --bind IP               data (UDP 4791) and control address, a local IPv4\n"
-               "  --control-port P        control TCP port (default 4790)\n"
-               "  --token-file PATH       shared secret (first line); default $SUMCAST_TOKEN_FILE\n"
-               "  --slots S               window slots per job (default 128)\n"
-               "  --max-payload B         largest payload per packet granted (default 4096)\n"
-               "  --max-ranks N           ranks per job (default 64)\n"
-               "  --job-timeout-ms T      no progress this long fails a job (default 10000)\n");
-}
-
-bool parse_u32(const char* s, unsigned long lo, unsigned long hi, uint32_t* out) {
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(s, &end, 10);
-  if (end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   sumcast::embedded::ServiceOptions so;
   so.bind_ip.clear();
   so.control_port = 4790;
   std::string token_file;
-  if (const char* env = std::getenv("SUMCAST_TOKEN_FILE"); env != nullptr) token_file = env;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      usage(stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "sumcast-serve: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    const char* v = argv[++i];
-    uint32_t n = 0;
-    bool ok = true;
-    if (a == "--bind") {
-      so.bind_ip = v;
-    } else if (a == "--control-port") {
-      ok = parse_u32(v, 1, 65535, &n), so.control_port = static_cast<uint16_t>(n);
-    } else if (a == "--token-file") {
-      token_file = v;
-    } else if (a == "--slots") {
-      ok = parse_u32(v, 1, 65535, &so.slots_per_job);
-    } else if (a == "--max-payload") {
-      ok = parse_u32(v, 8, 4096, &so.max_payload_bytes);
-    } else if (a == "--max-ranks") {
-      ok = parse_u32(v, 1, 65535, &so.max_ranks);
-    } else if (a == "--job-timeout-ms") {
-      ok = parse_u32(v, 1, 100000000, &so.job_timeout_ms);
-    } else {
-      std::fprintf(stderr, "sumcast-serve: unknown option %s\n", a.c_str());
-      usage(stderr);
-      return 2;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "sumcast-serve: bad value for %s: '%s'\n", a.c_str(), v);
-      return 2;
-    }
-  }
-  if (so.bind_ip.empty() || token_file.empty()) {
-    std::fprintf(stderr, "sumcast-serve: --bind and --token-file are required\n");
-    usage(stderr);
-    return 2;
-  }
+  CLI::App app{"The embedded summation service as a daemon: a worker host's or CPU node's aggregator.",
+               "sumcast-serve"};
+  sumcast::cli::setup(app);
+  app.add_option("--bind", so.bind_ip, "data (UDP 4791) and control address, a local IPv4")
+      ->required()
+      ->check(CLI::ValidIPV4);
+  app.add_option("--control-port", so.control_port, "control TCP port")->check(CLI::Range(1, 65535));
+  app.add_option("--token-file", token_file, "shared secret (first line)")->required()->envname("SUMCAST_TOKEN_FILE");
+  app.add_option("--slots", so.slots_per_job, "window slots per job")->check(CLI::Range(1, 65535));
+  app.add_option("--max-payload", so.max_payload_bytes, "largest payload per packet granted")
+      ->check(CLI::Range(8, 4096));
+  app.add_option("--max-ranks", so.max_ranks, "ranks per job")->check(CLI::Range(1, 65535));
+  app.add_option("--job-timeout-ms", so.job_timeout_ms, "no progress this long fails a job")
+      ->check(CLI::Range(1, 100000000));
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
   std::ifstream tf(token_file);
   if (!tf || !std::getline(tf, so.token) || so.token.empty()) {
     std::fprintf(stderr, "sumcast-serve: cannot read a token from %s\n", token_file.c_str());

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sumcast/cli.h"
 #include "sumcast/topo/dot.h"
 #include "sumcast/topo/loaders.h"
 #include "sumcast/topo/planner.h"
@@ -20,32 +21,6 @@
 namespace {
 
 using namespace sumcast::topo;
-
-constexpr const char* kUsage =
-    "usage: sumcast-topo [SOURCE] [OPTIONS]\n"
-    "SOURCE (default: this machine, through hwloc):\n"
-    "  --file PATH            detect the format from the content\n"
-    "  --hwloc-xml PATH | --nccl-xml PATH | --smi PATH | --matrix PATH\n"
-    "Assumptions for what a source does not say:\n"
-    "  --assume-nvswitch[=GBPS]  unknown GPU-GPU links: one NVSwitch fabric (GB/s per GPU)\n"
-    "  --assume-pcie-only        unknown GPU-GPU links: PCIe/SMP only (no NVSwitch trunk either)\n"
-    "  --assume-gpus N           NCCL XML entries without a class: the first N are GPUs\n"
-    "  --pcie GEN:WIDTH          PCIe links of unknown speed (default 3:16)\n"
-    "  --nvlink-gbps X           per NVLink and direction (default: from the GPU model, else 25)\n"
-    "  --smp-gbps X              socket interconnect (default 20)\n"
-    "  --nic-gbps X              NIC speed (default 12.5 = 100 Gb/s)\n"
-    "Planning:\n"
-    "  --bytes N[K|M|G]          buffer per GPU (default 64M)\n"
-    "  --dtype fp32|fp64|int32   element type (default fp32)\n"
-    "  --network                 include the reduced data's round trip through the NICs\n"
-    "  --strategy NAME           only this candidate (trees, ring, flat, cpu-assisted); repeatable\n"
-    "  --cpu-sum-gbps X          CPU summation per NUMA node (default 25)\n"
-    "  --step-latency-us X       fixed cost per stage (default 10)\n"
-    "  --penalty X               tree link-usage penalty (default 0.7)\n"
-    "Output:\n"
-    "  --steps                   print every step of the chosen plan\n"
-    "  --all                     print every candidate's plan, not only the chosen one\n"
-    "  --dot PREFIX              write PREFIX-host.dot and PREFIX-plan.dot, and .svg/.png when `dot` exists\n";
 
 bool parse_bytes(std::string_view s, uint64_t& out) {
   if (s.empty()) return false;
@@ -68,12 +43,6 @@ bool parse_bytes(std::string_view s, uint64_t& out) {
   return true;
 }
 
-bool parse_double(const std::string& s, double& out) {
-  char* end = nullptr;
-  out = std::strtod(s.c_str(), &end);
-  return !s.empty() && *end == '\0' && out >= 0;
-}
-
 int fail(const std::string& msg) {
   std::fprintf(stderr, "sumcast-topo: %s\n", msg.c_str());
   return 1;
@@ -93,88 +62,89 @@ int main(int argc, char** argv) {
   SourceFormat format = SourceFormat::kDetect;
   std::string path, dot_prefix;
   bool steps = false, all = false;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string& out) {
-      if (i + 1 >= args.size()) return false;
-      out = args[++i];
-      return true;
-    };
-    std::string v;
-    double d = 0;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--file" || a == "--hwloc-xml" || a == "--nccl-xml" || a == "--smi" || a == "--matrix") {
-      if (!value(path)) return fail(a + " needs a path");
-      format = a == "--hwloc-xml"  ? SourceFormat::kHwlocXml
-               : a == "--nccl-xml" ? SourceFormat::kNcclXml
-               : a == "--smi"      ? SourceFormat::kSmiMatrix
-               : a == "--matrix"   ? SourceFormat::kWeightMatrix
-                                   : SourceFormat::kDetect;
-    } else if (a == "--assume-nvswitch" || a.rfind("--assume-nvswitch=", 0) == 0) {
-      load.unknown_gpu_links = UnknownGpuLinks::kNvSwitch;
-      if (a.size() > 17 && !parse_double(a.substr(18), load.nvswitch_gbps_per_gpu)) return fail("bad " + a);
-    } else if (a == "--assume-pcie-only") {
-      load.unknown_gpu_links = UnknownGpuLinks::kPcieOnly;
-    } else if (a == "--assume-gpus") {
-      if (!value(v) || !parse_double(v, d)) return fail("--assume-gpus needs a count");
-      load.assume_gpus = static_cast<int>(d);
-    } else if (a == "--pcie") {
-      if (!value(v) || std::sscanf(v.c_str(), "%d:%d", &load.assumed_pcie_gen, &load.assumed_pcie_width) != 2 ||
-          pcie_gbps(load.assumed_pcie_gen, load.assumed_pcie_width) <= 0) {
-        return fail("--pcie needs GEN:WIDTH, e.g. 4:16");
-      }
-    } else if (a == "--nvlink-gbps") {
-      if (!value(v) || !parse_double(v, load.nvlink_gbps_per_link)) return fail("--nvlink-gbps needs a number");
-    } else if (a == "--smp-gbps") {
-      if (!value(v) || !parse_double(v, load.smp_gbps) || load.smp_gbps == 0) return fail("--smp-gbps needs a number");
-    } else if (a == "--nic-gbps") {
-      if (!value(v) || !parse_double(v, load.nic_gbps) || load.nic_gbps == 0) return fail("--nic-gbps needs a number");
-    } else if (a == "--bytes") {
-      if (!value(v) || !parse_bytes(v, request.bytes)) return fail("--bytes needs a size like 64M");
-    } else if (a == "--dtype") {
-      if (!value(v)) return fail("--dtype needs a type");
-      if (v == "fp32" || v == "int32") {
-        request.elem_size = 4;
-      } else if (v == "fp64") {
-        request.elem_size = 8;
-      } else {
-        return fail("--dtype: fp32, fp64 or int32");
-      }
-    } else if (a == "--network") {
-      request.network = true;
-    } else if (a == "--strategy") {
-      if (!value(v)) return fail("--strategy needs a name");
-      bool found = false;
-      for (int s = 0; s < kStrategyCount; ++s) {
-        if (v == strategy_name(static_cast<Strategy>(s))) {
-          request.strategies.push_back(static_cast<Strategy>(s));
-          found = true;
-        }
-      }
-      if (!found) return fail("unknown strategy " + v);
-    } else if (a == "--cpu-sum-gbps") {
-      if (!value(v) || !parse_double(v, request.cost.cpu_sum_gbps) || request.cost.cpu_sum_gbps == 0) {
-        return fail("--cpu-sum-gbps needs a number");
-      }
-    } else if (a == "--step-latency-us") {
-      if (!value(v) || !parse_double(v, request.cost.step_latency_us)) return fail("--step-latency-us needs a number");
-    } else if (a == "--penalty") {
-      if (!value(v) || !parse_double(v, request.trees.penalty) || request.trees.penalty > 1) {
-        return fail("--penalty needs a number in [0, 1]");
-      }
-    } else if (a == "--steps") {
-      steps = true;
-    } else if (a == "--all") {
-      all = true;
-    } else if (a == "--dot") {
-      if (!value(dot_prefix)) return fail("--dot needs a path prefix");
-    } else {
-      return fail("unknown argument " + a + " (--help lists them)");
-    }
-  }
+  CLI::App app{
+      "Shows a GPU host as the reduction planner sees it and the plan it chooses.\n"
+      "SOURCE (default: this machine, through hwloc): one of --file, --hwloc-xml, --nccl-xml, --smi, --matrix.",
+      "sumcast-topo"};
+  sumcast::cli::setup(app);
+  auto* source = app.add_option_group("SOURCE");
+  const auto source_option = [&](const char* name, SourceFormat f, const char* what) {
+    source->add_option_function<std::string>(
+        name,
+        [&path, &format, f](const std::string& v) {
+          path = v;
+          format = f;
+        },
+        what);
+  };
+  source_option("--file", SourceFormat::kDetect, "a description; the format is detected from the content");
+  source_option("--hwloc-xml", SourceFormat::kHwlocXml, "an hwloc XML export");
+  source_option("--nccl-xml", SourceFormat::kNcclXml, "an NCCL topology XML file");
+  source_option("--smi", SourceFormat::kSmiMatrix, "the output of `nvidia-smi topo -m`");
+  source_option("--matrix", SourceFormat::kWeightMatrix, "a link-weight matrix");
+  source->require_option(0, 1);
+  auto* nvswitch =
+      app.add_option("--assume-nvswitch", load.nvswitch_gbps_per_gpu,
+                     "unknown GPU-GPU links: one NVSwitch fabric, GB/s per GPU (0 or none: from the GPU model)")
+          ->expected(0, 1)
+          ->check(CLI::NonNegativeNumber);
+  bool pcie_only = false;
+  app.add_flag("--assume-pcie-only", pcie_only, "unknown GPU-GPU links: PCIe/SMP only (no NVSwitch trunk either)")
+      ->excludes(nvswitch);
+  app.add_option("--assume-gpus", load.assume_gpus, "NCCL XML entries without a class: the first N are GPUs (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option_function<std::string>(
+         "--pcie",
+         [&load](const std::string& v) {
+           if (std::sscanf(v.c_str(), "%d:%d", &load.assumed_pcie_gen, &load.assumed_pcie_width) != 2 ||
+               pcie_gbps(load.assumed_pcie_gen, load.assumed_pcie_width) <= 0) {
+             throw CLI::ValidationError("--pcie", "needs GEN:WIDTH of a real link, e.g. 4:16, not " + v);
+           }
+         },
+         "PCIe links of unknown speed, GEN:WIDTH (default 3:16)")
+      ->type_name("GEN:WIDTH");
+  app.add_option("--nvlink-gbps", load.nvlink_gbps_per_link,
+                 "per NVLink and direction (0: from the GPU model, else 25)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--smp-gbps", load.smp_gbps, "socket interconnect")->check(CLI::PositiveNumber);
+  app.add_option("--nic-gbps", load.nic_gbps, "NIC speed (12.5 = 100 Gb/s)")->check(CLI::PositiveNumber);
+  app.add_option_function<std::string>(
+         "--bytes",
+         [&request](const std::string& v) {
+           if (!parse_bytes(v, request.bytes)) throw CLI::ValidationError("--bytes", "needs a size like 64M, not " + v);
+         },
+         "buffer per GPU (default 64M)")
+      ->type_name("N[K|M|G]");
+  app.add_option_function<std::string>(
+         "--dtype", [&request](const std::string& v) { request.elem_size = v == "fp64" ? 8 : 4; },
+         "element type (default fp32)")
+      ->check(CLI::IsMember({"fp32", "fp64", "int32"}));
+  app.add_flag("--network", request.network, "include the reduced data's round trip through the NICs");
+  std::vector<std::string> strategy_names;
+  for (int s = 0; s < kStrategyCount; ++s) strategy_names.emplace_back(strategy_name(static_cast<Strategy>(s)));
+  app.add_option_function<std::vector<std::string>>(
+         "--strategy",
+         [&request](const std::vector<std::string>& names) {
+           for (const std::string& v : names) {
+             for (int s = 0; s < kStrategyCount; ++s) {
+               if (v == strategy_name(static_cast<Strategy>(s))) request.strategies.push_back(static_cast<Strategy>(s));
+             }
+           }
+         },
+         "only this candidate; repeatable")
+      ->check(CLI::IsMember(strategy_names));
+  app.add_option("--cpu-sum-gbps", request.cost.cpu_sum_gbps, "CPU summation per NUMA node")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--step-latency-us", request.cost.step_latency_us, "fixed cost per stage")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--penalty", request.trees.penalty, "tree link-usage penalty")->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--steps", steps, "print every step of the chosen plan");
+  app.add_flag("--all", all, "print every candidate's plan, not only the chosen one");
+  app.add_option("--dot", dot_prefix, "write PREFIX-host.dot and PREFIX-plan.dot, and .svg/.png when `dot` exists")
+      ->type_name("PREFIX");
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (pcie_only) load.unknown_gpu_links = UnknownGpuLinks::kPcieOnly;
+  if (nvswitch->count() > 0) load.unknown_gpu_links = UnknownGpuLinks::kNvSwitch;
   sumcast::Result<HostModel> model = path.empty() ? load_live(load) : load_file(path, format, load);
   if (!model.ok()) return fail(model.status().to_string());
   Router router(*model);

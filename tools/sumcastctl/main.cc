@@ -38,8 +38,12 @@
 namespace {
 
 using sumcast::Result;
-using sumcast::ctl::JsonValue;
+using sumcast::ctl::as_uint;
+using sumcast::ctl::find;
+using sumcast::ctl::Json;
+using sumcast::ctl::string_at;
 using sumcast::ctl::TelemetryClient;
+using sumcast::ctl::uint_at;
 
 constexpr int kExitFail = 1;
 constexpr int kExitUsage = 2;
@@ -97,27 +101,27 @@ constexpr const char* kPortRows[] = {"rx_bursts",    "dispatched_out", "dispatch
                                      "control_msgs", "idle_sleeps",    "arp_requests",     "tx_deferred",
                                      "tx_refused",   "tx_unsubmitted", "tx_unknown_buffer"};
 
-void print_row(const std::string& name, const std::vector<const JsonValue*>& cols, const JsonValue& total,
+void print_row(const std::string& name, const std::vector<const Json*>& cols, const Json& total,
                const std::string& key) {
   std::printf("%-26s", name.c_str());
-  for (const JsonValue* c : cols) std::printf(" %14" PRIu64, c->uint_at(key));
-  std::printf(" %14" PRIu64 "\n", total.uint_at(key));
+  for (const Json* c : cols) std::printf(" %14" PRIu64, uint_at(*c, key));
+  std::printf(" %14" PRIu64 "\n", uint_at(total, key));
 }
 
 // One refresh of `stats --watch`: every core's counters and the jobs, and when.
 Result<sumcast::ctl::Reading> read_once(TelemetryClient& client) {
   sumcast::ctl::Reading r;
   const auto t0 = std::chrono::steady_clock::now();
-  Result<JsonValue> top = client.query("/sumcast/stats");
+  Result<Json> top = client.query("/sumcast/stats");
   if (!top.ok()) return top.status();
   if (!top->is_object()) return sumcast::Status::not_found("/sumcast/stats: no answer (is this sumcastd?)");
-  const uint64_t cores = top->uint_at("cores");
+  const uint64_t cores = uint_at(*top, "cores");
   for (uint64_t i = 0; i < cores; ++i) {
-    Result<JsonValue> c = client.query("/sumcast/stats," + std::to_string(i));
+    Result<Json> c = client.query("/sumcast/stats," + std::to_string(i));
     if (!c.ok()) return c.status();
     r.cores.push_back(std::move(c.value()));
   }
-  Result<JsonValue> jobs = client.query("/sumcast/jobs");
+  Result<Json> jobs = client.query("/sumcast/jobs");
   if (!jobs.ok()) return jobs.status();
   r.jobs = std::move(jobs.value());
   const auto t1 = std::chrono::steady_clock::now();
@@ -132,7 +136,7 @@ int cmd_watch(const Options& o, double interval, uint64_t count, bool json) {
   Result<sumcast::ctl::Reading> before = read_once(**client);
   if (!before.ok()) return fail(before.status());
   const bool tty = !json && isatty(STDOUT_FILENO) != 0;
-  const uint64_t pid = (*client)->greeting().uint_at("pid");
+  const uint64_t pid = uint_at((*client)->greeting(), "pid");
   for (uint64_t n = 0; count == 0 || n < count; ++n) {
     std::this_thread::sleep_for(std::chrono::duration<double>(interval));
     Result<sumcast::ctl::Reading> after = read_once(**client);
@@ -187,47 +191,47 @@ int cmd_stats(const Options& o) {
   }
   auto client = connect(o);
   if (!client.ok()) return fail(client.status());
-  Result<JsonValue> top = (*client)->query("/sumcast/stats");
+  Result<Json> top = (*client)->query("/sumcast/stats");
   if (!top.ok()) return fail(top.status());
   if (!top->is_object()) return fail(sumcast::Status::not_found("/sumcast/stats: no answer (is this sumcastd?)"));
-  const uint64_t cores = top->uint_at("cores");
-  const JsonValue* total = top->find("total");
+  const uint64_t cores = uint_at(*top, "cores");
+  const Json* total = find(*top, "total");
   if (total == nullptr || !total->is_object())
     return fail(sumcast::Status::invalid_argument("/sumcast/stats: no totals"));
-  std::vector<JsonValue> per_core;
+  std::vector<Json> per_core;
   per_core.reserve(cores);
   for (uint64_t i = 0; i < cores; ++i) {
-    Result<JsonValue> c = (*client)->query("/sumcast/stats," + std::to_string(i));
+    Result<Json> c = (*client)->query("/sumcast/stats," + std::to_string(i));
     if (!c.ok()) return fail(c.status());
     per_core.push_back(std::move(c.value()));
   }
   // The port's own counters and extended stats (an older sumcastd has none).
-  Result<JsonValue> port = (*client)->query("/sumcast/stats,port");
+  Result<Json> port = (*client)->query("/sumcast/stats,port");
   const bool have_port = port.ok() && port->is_object();
   if (has_flag(o.args, "--json")) {
-    std::vector<std::pair<std::string, JsonValue>> members;
-    members.emplace_back("cores", JsonValue::unsigned_integer(cores));
-    members.emplace_back("total", *total);
-    if (have_port) members.emplace_back("port", port.value());
-    members.emplace_back("per_core", JsonValue::array(per_core));
-    std::printf("%s\n", sumcast::ctl::to_json(JsonValue::object(std::move(members)), 2).c_str());
+    Json out = Json::object();
+    out["cores"] = cores;
+    out["total"] = *total;
+    if (have_port) out["port"] = port.value();
+    out["per_core"] = per_core;
+    std::printf("%s\n", sumcast::ctl::to_json(out, 2).c_str());
     return 0;
   }
-  std::vector<const JsonValue*> cols;
+  std::vector<const Json*> cols;
   cols.reserve(per_core.size());
-  for (const JsonValue& c : per_core) cols.push_back(&c);
-  const uint64_t pid = (*client)->greeting().uint_at("pid");
+  for (const Json& c : per_core) cols.push_back(&c);
+  const uint64_t pid = uint_at((*client)->greeting(), "pid");
   std::printf("sumcastd pid %" PRIu64 ", %" PRIu64 " core(s)\n", pid, cores);
   std::printf("%-26s", "counter");
   for (uint64_t i = 0; i < cores; ++i) std::printf(" %14s", ("core" + std::to_string(i)).c_str());
   std::printf(" %14s\n", "total");
   for (const char* row : kMainRows) print_row(row, cols, *total, row);
   for (const char* row : kPortRows) {
-    if (total->uint_at(row) != 0) print_row(row, cols, *total, row);
+    if (uint_at(*total, row) != 0) print_row(row, cols, *total, row);
   }
   bool any_drop = false;
-  for (const auto& [key, value] : total->members()) {
-    if (key.rfind("drop_", 0) != 0 || value.as_uint() == 0) continue;
+  for (const auto& [key, value] : total->items()) {
+    if (key.rfind("drop_", 0) != 0 || as_uint(value) == 0) continue;
     if (!any_drop) std::printf("drops by reason:\n");
     any_drop = true;
     print_row("  " + key.substr(5), cols, *total, key);
@@ -237,53 +241,51 @@ int cmd_stats(const Options& o) {
     // Counted by the port before any engine core saw a frame (imissed, kernel_ring_drops: frames
     // no engine counter shows); extended stats with --json.
     std::printf("port (its own counters):\n");
-    for (const auto& [key, value] : port->members()) {
-      if (key.rfind("xstat_", 0) != 0) std::printf("  %-24s %14" PRIu64 "\n", key.c_str(), value.as_uint());
+    for (const auto& [key, value] : port->items()) {
+      if (key.rfind("xstat_", 0) != 0) std::printf("  %-24s %14" PRIu64 "\n", key.c_str(), as_uint(value));
     }
   }
   return 0;
 }
 
 // Joins the pieces of a long telemetry string (key, key_2, key_3, ...).
-std::string long_string(const JsonValue& d, const std::string& key) {
+std::string long_string(const Json& d, const std::string& key) {
   std::string s;
   for (int n = 1;; ++n) {
-    const JsonValue* v = d.find(n == 1 ? key : key + "_" + std::to_string(n));
+    const Json* v = find(d, n == 1 ? key : key + "_" + std::to_string(n));
     if (v == nullptr || !v->is_string()) return s;
-    s += v->as_string();
+    s += v->get_ref<const std::string&>();
   }
 }
 
 int cmd_port(const Options& o) {
   auto client = connect(o);
   if (!client.ok()) return fail(client.status());
-  Result<JsonValue> port = (*client)->query("/sumcast/port");
+  Result<Json> port = (*client)->query("/sumcast/port");
   if (!port.ok()) return fail(port.status());
   if (!port->is_object()) return fail(sumcast::Status::not_found("/sumcast/port: no answer (is this sumcastd?)"));
   if (has_flag(o.args, "--json")) {
     std::printf("%s\n", sumcast::ctl::to_json(port.value(), 2).c_str());
     return 0;
   }
-  const JsonValue* path = port->find("path");
-  const JsonValue* device = port->find("device");
   std::printf("port %s: path %s, software dispatch %s, queues %" PRIu64 "%s, rte_flow rules %" PRIu64
               ", tx IPv4 checksum %s\n",
-              device != nullptr ? device->as_string().c_str() : "?", path != nullptr ? path->as_string().c_str() : "?",
-              port->uint_at("software_dispatch") != 0 ? "on" : "off", port->uint_at("queues"),
-              port->uint_at("rss") != 0 ? " (rss)" : "", port->uint_at("flow_rules"),
-              port->uint_at("tx_ipv4_cksum_offload") != 0 ? "in the NIC" : "in software");
+              string_at(*port, "device").c_str(), string_at(*port, "path").c_str(),
+              uint_at(*port, "software_dispatch") != 0 ? "on" : "off", uint_at(*port, "queues"),
+              uint_at(*port, "rss") != 0 ? " (rss)" : "", uint_at(*port, "flow_rules"),
+              uint_at(*port, "tx_ipv4_cksum_offload") != 0 ? "in the NIC" : "in software");
   std::printf("why: %s\n", long_string(port.value(), "reason").c_str());
-  if (port->find("xdp_prog_id") != nullptr) {
+  if (find(*port, "xdp_prog_id") != nullptr) {
     std::printf("xdp program %" PRIu64 ": redirected %" PRIu64 " passed %" PRIu64 " redirect_failed %" PRIu64 "\n",
-                port->uint_at("xdp_prog_id"), port->uint_at("xdp_redirected"), port->uint_at("xdp_passed"),
-                port->uint_at("xdp_redirect_failed"));
+                uint_at(*port, "xdp_prog_id"), uint_at(*port, "xdp_redirected"), uint_at(*port, "xdp_passed"),
+                uint_at(*port, "xdp_redirect_failed"));
   }
   std::printf("capabilities:\n");
-  for (const auto& [key, value] : port->members()) {
+  for (const auto& [key, value] : port->items()) {
     if (key.rfind("cap_", 0) != 0 || !value.is_string()) continue;
     const size_t us = key.rfind('_');
     if (us != std::string::npos && us > 4 && key.find_first_not_of("0123456789", us + 1) == std::string::npos &&
-        port->find(key.substr(0, us)) != nullptr) {
+        find(*port, key.substr(0, us)) != nullptr) {
       continue;  // a continuation piece, printed with its first
     }
     std::printf("  %-22s %s\n", key.substr(4).c_str(), long_string(port.value(), key).c_str());
@@ -294,7 +296,7 @@ int cmd_port(const Options& o) {
 int cmd_jobs(const Options& o) {
   auto client = connect(o);
   if (!client.ok()) return fail(client.status());
-  Result<JsonValue> jobs = (*client)->query("/sumcast/jobs");
+  Result<Json> jobs = (*client)->query("/sumcast/jobs");
   if (!jobs.ok()) return fail(jobs.status());
   if (!jobs->is_object()) return fail(sumcast::Status::not_found("/sumcast/jobs: no answer (is this sumcastd?)"));
   if (has_flag(o.args, "--json")) {
@@ -304,40 +306,29 @@ int cmd_jobs(const Options& o) {
   std::printf("%8s  %-20s %5s %10s %6s %4s %8s %16s %18s  %s\n", "job_id", "name", "world", "registered", "dtype", "op",
               "running", "slots_completed", "ms_since_progress", "results");
   uint64_t shown = 0;
-  for (const auto& [key, j] : jobs->members()) {
+  for (const auto& [key, j] : jobs->items()) {
     if (key.rfind("job", 0) != 0 || !j.is_object()) continue;
-    const JsonValue* name = j.find("name");
-    const JsonValue* dtype = j.find("dtype");
-    const JsonValue* op = j.find("op");
-    const JsonValue* group = j.find("multicast_group");
     // Results by multicast: the group, its frames and the unicast answers; else one per member.
-    const std::string results = j.uint_at("multicast") != 0 && group != nullptr
-                                    ? "multicast " + group->as_string() + " (" +
-                                          std::to_string(j.uint_at("group_frames")) + " to the group, " +
-                                          std::to_string(j.uint_at("unicast_answers")) + " unicast answers)"
+    const std::string results = uint_at(j, "multicast") != 0 && find(j, "multicast_group") != nullptr
+                                    ? "multicast " + string_at(j, "multicast_group") + " (" +
+                                          std::to_string(uint_at(j, "group_frames")) + " to the group, " +
+                                          std::to_string(uint_at(j, "unicast_answers")) + " unicast answers)"
                                     : "unicast";
     std::printf("%8" PRIu64 "  %-20s %5" PRIu64 " %10" PRIu64 " %6s %4s %8s %16" PRIu64 " %18" PRIu64 "  %s\n",
-                j.uint_at("job_id"), name != nullptr ? name->as_string().c_str() : "?", j.uint_at("world_size"),
-                j.uint_at("registered"), dtype != nullptr ? dtype->as_string().c_str() : "?",
-                op != nullptr ? op->as_string().c_str() : "?", j.uint_at("running") != 0 ? "yes" : "no",
-                j.uint_at("slots_completed"), j.uint_at("ms_since_progress"), results.c_str());
+                uint_at(j, "job_id"), string_at(j, "name").c_str(), uint_at(j, "world_size"), uint_at(j, "registered"),
+                string_at(j, "dtype").c_str(), string_at(j, "op").c_str(), uint_at(j, "running") != 0 ? "yes" : "no",
+                uint_at(j, "slots_completed"), uint_at(j, "ms_since_progress"), results.c_str());
     ++shown;
   }
   if (shown == 0) std::printf("(no jobs)\n");
-  if (const JsonValue* server = jobs->find("server"); server != nullptr && server->is_object()) {
+  if (const Json* server = find(*jobs, "server"); server != nullptr && server->is_object()) {
     std::string line;
-    for (const auto& [key, value] : server->members()) {
-      if (value.as_uint() != 0) line += " " + key + " " + std::to_string(value.as_uint());
+    for (const auto& [key, value] : server->items()) {
+      if (as_uint(value) != 0) line += " " + key + " " + std::to_string(as_uint(value));
     }
     std::printf("control plane:%s\n", line.empty() ? " (all counters zero)" : line.c_str());
   }
   return 0;
-}
-
-JsonValue strings(const std::vector<std::string>& v) {
-  std::vector<JsonValue> items;
-  for (const std::string& s : v) items.push_back(JsonValue::string(s));
-  return JsonValue::array(std::move(items));
 }
 
 const char* huge_pages_name(sumcast::config::HugePages h) {
@@ -353,27 +344,28 @@ const char* huge_pages_name(sumcast::config::HugePages h) {
 }
 
 // The settings of a valid agg.conf (defaults filled in; the token file's path, never its contents).
-JsonValue config_json(const sumcast::config::AggConfig& c) {
-  using V = JsonValue;
-  const auto u = [](uint64_t x) { return V::unsigned_integer(x); };
+Json config_json(const sumcast::config::AggConfig& c) {
+  using V = Json;
+  const auto u = [](uint64_t x) { return V(x); };
+  const auto strings = [](const std::vector<std::string>& v) { return V(v); };
   const auto& e = c.eal;
   const auto& p = c.port;
   const auto& d = c.dataplane;
   const auto& k = c.control;
   const auto& t = c.telemetry;
   return V::object({
-      {"file", V::string(c.path)},
-      {"valid", V::boolean(true)},
-      {"eal", V::object({{"lcores", V::string(e.lcores)},
-                         {"file_prefix", V::string(e.file_prefix)},
+      {"file", V(c.path)},
+      {"valid", V(true)},
+      {"eal", V::object({{"lcores", V(e.lcores)},
+                         {"file_prefix", V(e.file_prefix)},
                          {"memory_mb", u(e.memory_mb)},
-                         {"huge_pages", V::string(huge_pages_name(e.huge_pages))},
+                         {"huge_pages", V(huge_pages_name(e.huge_pages))},
                          {"vdevs", strings(e.vdevs)},
                          {"allow", strings(e.allow)},
                          {"extra_args", strings(e.extra_args)}})},
-      {"port", V::object({{"device", V::string(p.device)},
-                          {"mac", V::string(p.mac)},
-                          {"ipv4", V::string(p.ipv4)},
+      {"port", V::object({{"device", V(p.device)},
+                          {"mac", V(p.mac)},
+                          {"ipv4", V(p.ipv4)},
                           {"mtu", u(p.mtu)},
                           {"rx_desc", u(p.rx_desc)},
                           {"tx_desc", u(p.tx_desc)}})},
@@ -384,19 +376,19 @@ JsonValue config_json(const sumcast::config::AggConfig& c) {
                                {"max_ranks", u(d.max_ranks)},
                                {"max_payload_bytes", u(d.max_payload_bytes)},
                                {"dtypes", strings(d.dtypes)},
-                               {"verify_icrc", V::boolean(d.verify_icrc)},
-                               {"multicast", V::boolean(d.multicast)},
-                               {"multicast_group", V::string(d.multicast_group)},
+                               {"verify_icrc", V(d.verify_icrc)},
+                               {"multicast", V(d.multicast)},
+                               {"multicast_group", V(d.multicast_group)},
                                {"mbufs", u(d.mbufs)}})},
-      {"control", V::object({{"listen_address", V::string(k.listen_address)},
+      {"control", V::object({{"listen_address", V(k.listen_address)},
                              {"port", u(k.port)},
-                             {"token_file", V::string(k.token_file)},
+                             {"token_file", V(k.token_file)},
                              {"max_connections", u(k.max_connections)},
                              {"job_timeout_ms", u(k.job_timeout_ms)},
                              {"register_timeout_ms", u(k.register_timeout_ms)},
                              {"io_timeout_ms", u(k.io_timeout_ms)}})},
-      {"telemetry", V::object({{"dpdk_telemetry", V::boolean(t.dpdk_telemetry)},
-                               {"prometheus_address", V::string(t.prometheus_address)},
+      {"telemetry", V::object({{"dpdk_telemetry", V(t.dpdk_telemetry)},
+                               {"prometheus_address", V(t.prometheus_address)},
                                {"stats_interval_ms", u(t.stats_interval_ms)}})},
   });
 }
@@ -415,10 +407,9 @@ int cmd_check(const Options& o) {
   Result<sumcast::config::AggConfig> cfg = sumcast::config::load_agg_config(file);
   sumcast::Status st = cfg.ok() ? sumcast::config::validate_agg_config(cfg.value()) : cfg.status();
   if (json) {
-    const JsonValue out = st.ok() ? config_json(cfg.value())
-                                  : JsonValue::object({{"file", JsonValue::string(file)},
-                                                       {"valid", JsonValue::boolean(false)},
-                                                       {"error", JsonValue::string(st.message())}});
+    const Json out = st.ok()
+                         ? config_json(cfg.value())
+                         : Json::object({{"file", Json(file)}, {"valid", Json(false)}, {"error", Json(st.message())}});
     std::printf("%s\n", sumcast::ctl::to_json(out, 2).c_str());
     return st.ok() ? 0 : kExitFail;
   }
@@ -429,20 +420,19 @@ int cmd_check(const Options& o) {
 
 int cmd_version(const Options& o) {
   if (has_flag(o.args, "--json")) {
-    std::vector<std::pair<std::string, JsonValue>> m;
-    m.emplace_back("sumcastctl", JsonValue::string(SUMCAST_VERSION));
-    JsonValue daemon;  // null when unreachable
+    Json m = Json::object();
+    m["sumcastctl"] = SUMCAST_VERSION;
+    Json daemon;  // null when unreachable
     if (auto client = connect(o); client.ok()) {
-      Result<JsonValue> v = (*client)->query("/sumcast/version");
+      Result<Json> v = (*client)->query("/sumcast/version");
       if (v.ok() && v->is_object()) {
-        std::vector<std::pair<std::string, JsonValue>> d = v->members();
-        d.emplace_back("pid", JsonValue::unsigned_integer((*client)->greeting().uint_at("pid")));
-        daemon = JsonValue::object(std::move(d));
+        daemon = std::move(v.value());
+        daemon["pid"] = uint_at((*client)->greeting(), "pid");
       }
     }
-    m.emplace_back("daemon", std::move(daemon));
-    m.emplace_back("socket", JsonValue::string(socket_path(o)));
-    std::printf("%s\n", sumcast::ctl::to_json(JsonValue::object(std::move(m)), 2).c_str());
+    m["daemon"] = std::move(daemon);
+    m["socket"] = socket_path(o);
+    std::printf("%s\n", sumcast::ctl::to_json(m, 2).c_str());
     return 0;
   }
   std::printf("sumcastctl %s\n", SUMCAST_VERSION);
@@ -451,15 +441,13 @@ int cmd_version(const Options& o) {
     std::printf("sumcastd: not reachable at %s\n", socket_path(o).c_str());
     return 0;
   }
-  Result<JsonValue> v = (*client)->query("/sumcast/version");
+  Result<Json> v = (*client)->query("/sumcast/version");
   if (!v.ok() || !v->is_object()) {
     std::printf("sumcastd: no answer to /sumcast/version at %s\n", socket_path(o).c_str());
     return 0;
   }
-  const JsonValue* d = v->find("sumcastd");
-  const JsonValue* dpdk = v->find("dpdk");
-  std::printf("sumcastd %s (%s), pid %" PRIu64 "\n", d != nullptr ? d->as_string().c_str() : "?",
-              dpdk != nullptr ? dpdk->as_string().c_str() : "?", (*client)->greeting().uint_at("pid"));
+  std::printf("sumcastd %s (%s), pid %" PRIu64 "\n", string_at(*v, "sumcastd").c_str(), string_at(*v, "dpdk").c_str(),
+              uint_at((*client)->greeting(), "pid"));
   return 0;
 }
 

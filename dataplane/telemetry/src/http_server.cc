@@ -1,58 +1,27 @@
+// The metrics endpoint (http_server.h) over civetweb: one request handler for every path, which
+// looks the path up in the route table; civetweb's own errors (malformed requests, oversized
+// headers) are counted through its http_error callback.
 #include "sumcast/telemetry/http_server.h"
 
 #include <arpa/inet.h>
+#include <civetweb.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace sumcast::telemetry {
 namespace {
 
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 431:
-      return "Request Header Fields Too Large";
-    default:
-      return "Error";
-  }
-}
-
-// Writes all of `data` (blocking socket with a send timeout); false on error.
-bool write_all(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-void respond(int fd, const HttpResponse& r, bool head) {
-  std::string out = "HTTP/1.0 " + std::to_string(r.status) + " " + reason_phrase(r.status) + "\r\n";
-  out += "Content-Type: " + r.content_type + "\r\n";
-  out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-  out += "Connection: close\r\n\r\n";
-  if (!head) out += r.body;
-  write_all(fd, out);
+// civetweb's global state is set up once per process, before the first server starts.
+void init_civetweb_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { mg_init_library(0); });
 }
 
 }  // namespace
@@ -81,40 +50,76 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(HttpServerOptions options)
   if (!parse_address(address, &ip, &port)) {
     return Status::invalid_argument("metrics server: \"" + address + "\" is not ip:port");
   }
-  s->listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s->listen_fd_ < 0) return Status::from_errno("metrics server " + address + ": socket");
-  const int one = 1;
-  setsockopt(s->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(ip);
-  sa.sin_port = htons(port);
-  if (::bind(s->listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    return Status::from_errno("metrics server: bind " + address);
+  init_civetweb_once();
+  const std::string timeout = std::to_string(s->options_.read_timeout_ms);
+  const std::string max_request = std::to_string(kMaxRequestBytes);
+  const char* config[] = {"listening_ports",
+                          address.c_str(),
+                          "num_threads",
+                          "1",
+                          "request_timeout_ms",
+                          timeout.c_str(),
+                          "max_request_size",
+                          max_request.c_str(),
+                          "enable_keep_alive",
+                          "no",
+                          "listen_backlog",
+                          "16",
+                          nullptr};
+  mg_callbacks callbacks{};
+  callbacks.http_error = &HttpServer::on_error;
+  // Without a log_message callback civetweb prints its errors to stderr; they are returned below.
+  callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
+  char error[256] = {0};
+  mg_init_data init{};
+  init.callbacks = &callbacks;
+  init.user_data = s.get();
+  init.configuration_options = config;
+  mg_error_data err{};
+  err.text = error;
+  err.text_buffer_size = sizeof(error);
+  s->ctx_ = mg_start2(&init, &err);
+  if (s->ctx_ == nullptr) {
+    return Status::unavailable("metrics server " + address + ": " + (error[0] ? error : "civetweb did not start"));
   }
-  if (::listen(s->listen_fd_, 16) != 0) return Status::from_errno("metrics server: listen " + address);
-  socklen_t len = sizeof(sa);
-  if (::getsockname(s->listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-    return Status::from_errno("metrics server: getsockname " + address);
+  mg_set_request_handler(s->ctx_, "/", &HttpServer::on_request, s.get());
+  mg_server_port ports[1]{};
+  if (mg_get_server_ports(s->ctx_, 1, ports) != 1) {
+    return Status::internal("metrics server " + address + ": civetweb reports no listening port");
   }
-  s->port_ = ntohs(sa.sin_port);
-  s->stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (s->stop_fd_ < 0) return Status::from_errno("metrics server: eventfd");
-  s->thread_ = std::thread([p = s.get()] { p->run(); });
+  s->port_ = static_cast<uint16_t>(ports[0].port);
   return s;
 }
 
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::stop() {
-  if (thread_.joinable()) {
-    const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(stop_fd_, &one, sizeof(one));
-    thread_.join();
-  }
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-  if (stop_fd_ >= 0) ::close(stop_fd_);
-  listen_fd_ = stop_fd_ = -1;
+  if (ctx_ == nullptr) return;
+  // civetweb's listening thread polls with a fixed quantum (2 s) before it sees the stop flag; a
+  // connection to the listening port wakes it at once. The waker connects until mg_stop returns.
+  uint32_t ip = 0;
+  uint16_t unused = 0;
+  parse_address(options_.address, &ip, &unused);
+  if (ip == INADDR_ANY) ip = INADDR_LOOPBACK;
+  std::atomic<bool> stopped{false};
+  std::thread waker([&] {
+    while (!stopped.load(std::memory_order_acquire)) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd >= 0) {
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(ip);
+        sa.sin_port = htons(port_);
+        (void)::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+        ::close(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // pacing, not synchronisation
+    }
+  });
+  mg_stop(ctx_);
+  stopped.store(true, std::memory_order_release);
+  waker.join();
+  ctx_ = nullptr;
 }
 
 HttpCounters HttpServer::counters() const {
@@ -122,89 +127,58 @@ HttpCounters HttpServer::counters() const {
           bad_requests_.load(std::memory_order_relaxed)};
 }
 
-void HttpServer::run() {
-  for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if ((fds[1].revents & POLLIN) != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    serve(fd);
-    ::close(fd);
-  }
+void HttpServer::respond(mg_connection* conn, const HttpResponse& r, bool head) {
+  mg_response_header_start(conn, r.status);
+  mg_response_header_add(conn, "Content-Type", r.content_type.c_str(), -1);
+  mg_response_header_add(conn, "Content-Length", std::to_string(r.body.size()).c_str(), -1);
+  mg_response_header_add(conn, "Connection", "close", -1);
+  mg_response_header_send(conn);
+  if (!head && !r.body.empty()) mg_write(conn, r.body.data(), r.body.size());
 }
 
-// Reads one request (until the blank line), answers it.
-void HttpServer::serve(int fd) {
-  timeval tv{};
-  tv.tv_sec = options_.read_timeout_ms / 1000;
-  tv.tv_usec = static_cast<suseconds_t>(options_.read_timeout_ms % 1000) * 1000;
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-
-  std::string req;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.read_timeout_ms);
-  while (req.find("\r\n\r\n") == std::string::npos && req.find("\n\n") == std::string::npos) {
-    if (req.size() >= kMaxRequestBytes) {
-      bad_requests_.fetch_add(1, std::memory_order_relaxed);
-      respond(fd, {431, "text/plain; charset=utf-8", "request too large\n"}, false);
-      return;
-    }
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    const int rc = left > 0 ? ::poll(fds, 2, static_cast<int>(left)) : 0;
-    if (rc < 0 && errno == EINTR) continue;
-    if ((fds[1].revents & POLLIN) != 0) return;  // stopping
-    if (rc <= 0) {
-      bad_requests_.fetch_add(1, std::memory_order_relaxed);
-      respond(fd, {408, "text/plain; charset=utf-8", "request timeout\n"}, false);
-      return;
-    }
-    char buf[2048];
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the client went away
-    req.append(buf, static_cast<size_t>(n));
-  }
-
-  // Request line: METHOD SP target SP HTTP/x.y
-  const std::string line = req.substr(0, req.find_first_of("\r\n"));
-  const size_t sp1 = line.find(' ');
-  const size_t sp2 = sp1 == std::string::npos ? std::string::npos : line.find(' ', sp1 + 1);
-  if (sp1 == std::string::npos || sp2 == std::string::npos || line.compare(sp2 + 1, 5, "HTTP/") != 0) {
-    bad_requests_.fetch_add(1, std::memory_order_relaxed);
-    respond(fd, {400, "text/plain; charset=utf-8", "bad request line\n"}, false);
-    return;
-  }
-  const std::string method = line.substr(0, sp1);
-  std::string path = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  if (const size_t q = path.find('?'); q != std::string::npos) path.resize(q);
+int HttpServer::on_request(mg_connection* conn, void* self_ptr) {
+  auto* self = static_cast<HttpServer*>(self_ptr);
+  const mg_request_info* info = mg_get_request_info(conn);
+  const std::string method = info->request_method ? info->request_method : "";
+  const std::string path = info->local_uri ? info->local_uri : "";  // without the query string
   const bool head = method == "HEAD";
   if (method != "GET" && !head) {
-    bad_requests_.fetch_add(1, std::memory_order_relaxed);
-    respond(fd, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"}, false);
-    return;
+    self->bad_requests_.fetch_add(1, std::memory_order_relaxed);
+    self->respond(conn, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"}, false);
+    return 405;
   }
   if (path == "/") {
     std::string body = "Sumcast appliance\n";
-    for (const HttpRoute& r : options_.routes) body += r.path + "  " + r.description + "\n";
-    requests_.fetch_add(1, std::memory_order_relaxed);
-    respond(fd, {200, "text/plain; charset=utf-8", body}, head);
-    return;
+    for (const HttpRoute& r : self->options_.routes) body += r.path + "  " + r.description + "\n";
+    self->requests_.fetch_add(1, std::memory_order_relaxed);
+    self->respond(conn, {200, "text/plain; charset=utf-8", body}, head);
+    return 200;
   }
-  for (const HttpRoute& r : options_.routes) {
+  for (const HttpRoute& r : self->options_.routes) {
     if (r.path == path) {
-      requests_.fetch_add(1, std::memory_order_relaxed);
-      respond(fd, r.handler(), head);
-      return;
+      self->requests_.fetch_add(1, std::memory_order_relaxed);
+      const HttpResponse response = r.handler();
+      self->respond(conn, response, head);
+      return response.status;
     }
   }
-  not_found_.fetch_add(1, std::memory_order_relaxed);
-  respond(fd, {404, "text/plain; charset=utf-8", "no such path; try /metrics\n"}, head);
+  self->not_found_.fetch_add(1, std::memory_order_relaxed);
+  self->respond(conn, {404, "text/plain; charset=utf-8", "no such path; try /metrics\n"}, head);
+  return 404;
+}
+
+// civetweb's own error answers (a malformed request line, headers past max_request_size, ...):
+// counted, then left to civetweb to send (returning non-zero).
+int HttpServer::on_error(mg_connection* conn, int status, const char*) {
+  auto* self = static_cast<HttpServer*>(mg_get_user_data(mg_get_context(conn)));
+  if (self != nullptr) {
+    if (status == 404) {
+      self->not_found_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      self->bad_requests_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return 1;
 }
 
 }  // namespace sumcast::telemetry

@@ -44,11 +44,11 @@ Result<std::unique_ptr<TelemetryClient>> TelemetryClient::connect(const std::str
     }
     return Status::from_errno("connect " + socket_path, err);
   }
-  Result<JsonValue> greeting = c->receive();
+  Result<Json> greeting = c->receive();
   if (!greeting.ok()) return greeting.status();
   c->greeting_ = std::move(greeting.value());
   if (!c->greeting_.is_object()) return Status::invalid_argument(socket_path + ": greeting is not a JSON object");
-  if (const uint64_t max = c->greeting_.uint_at("max_output_len"); max > 0 && max < (64u << 20)) c->max_len_ = max;
+  if (const uint64_t max = uint_at(c->greeting_, "max_output_len"); max > 0 && max < (64u << 20)) c->max_len_ = max;
   return c;
 }
 
@@ -56,7 +56,7 @@ TelemetryClient::~TelemetryClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Result<JsonValue> TelemetryClient::receive() {
+Result<Json> TelemetryClient::receive() {
   pollfd p{fd_, POLLIN, 0};
   const int rc = ::poll(&p, 1, static_cast<int>(timeout_ms_));
   if (rc < 0) return Status::from_errno("poll " + path_);
@@ -65,20 +65,20 @@ Result<JsonValue> TelemetryClient::receive() {
   const ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
   if (n < 0) return Status::from_errno("recv " + path_);
   if (n == 0) return Status::io_error(path_ + ": the application closed the connection");
-  Result<JsonValue> v = parse_json(std::string_view(buf.data(), static_cast<size_t>(n)));
+  Result<Json> v = parse_json(std::string_view(buf.data(), static_cast<size_t>(n)));
   if (!v.ok()) return Status::invalid_argument(path_ + ": " + v.status().message());
   return v;
 }
 
-Result<JsonValue> TelemetryClient::query(const std::string& command) {
+Result<Json> TelemetryClient::query(const std::string& command) {
   if (::send(fd_, command.data(), command.size(), MSG_NOSIGNAL) < 0) return Status::from_errno("send " + path_);
-  Result<JsonValue> reply = receive();
+  Result<Json> reply = receive();
   if (!reply.ok()) return reply.status();
-  const JsonValue& r = reply.value();
-  if (!r.is_object() || r.members().size() != 1) {
+  const Json& r = reply.value();
+  if (!r.is_object() || r.size() != 1) {
     return Status::invalid_argument(path_ + ": reply to " + command + " is not {\"<command>\": value}");
   }
-  return r.members().front().second;
+  return r.begin().value();
 }
 
 }  // namespace sumcast::ctl

@@ -21,9 +21,9 @@ std::string human(double v) {
   return buf;
 }
 
-const JsonValue* job_by_id(const JsonValue& jobs, uint64_t id) {
-  for (const auto& [key, j] : jobs.members()) {
-    if (key.rfind("job", 0) == 0 && j.is_object() && j.uint_at("job_id") == id && j.find("job_id") != nullptr) {
+const Json* job_by_id(const Json& jobs, uint64_t id) {
+  for (const auto& [key, j] : jobs.items()) {
+    if (key.rfind("job", 0) == 0 && j.is_object() && uint_at(j, "job_id") == id && find(j, "job_id") != nullptr) {
       return &j;
     }
   }
@@ -38,15 +38,15 @@ double counter_rate(uint64_t before, uint64_t after, double seconds) {
   return static_cast<double>(increase) / seconds;
 }
 
-std::vector<RateRow> object_rates(const JsonValue& before, const JsonValue& after, double seconds) {
+std::vector<RateRow> object_rates(const Json& before, const Json& after, double seconds) {
   std::vector<RateRow> rows;
-  for (const auto& [key, v] : after.members()) {
+  for (const auto& [key, v] : after.items()) {
     if (!v.is_number()) continue;
     RateRow r;
     r.name = key;
-    r.value = v.as_uint();
-    if (const JsonValue* b = before.find(key); b != nullptr && b->is_number()) {
-      r.per_second = counter_rate(b->as_uint(), r.value, seconds);
+    r.value = as_uint(v);
+    if (const Json* b = find(before, key); b != nullptr && b->is_number()) {
+      r.per_second = counter_rate(as_uint(*b), r.value, seconds);
     }
     rows.push_back(std::move(r));
   }
@@ -58,12 +58,12 @@ WatchRates compute_rates(const Reading& before, const Reading& after) {
   w.seconds = after.seconds - before.seconds;
   std::vector<std::pair<std::string, double>> drops;
   for (size_t i = 0; i < after.cores.size(); ++i) {
-    static const JsonValue kEmpty = JsonValue::object({});
-    const JsonValue& b = i < before.cores.size() ? before.cores[i] : kEmpty;
-    const JsonValue& a = after.cores[i];
+    static const Json kEmpty = Json::object();
+    const Json& b = i < before.cores.size() ? before.cores[i] : kEmpty;
+    const Json& a = after.cores[i];
     CoreRates c;
-    c.core = a.uint_at("core");
-    c.lcore = a.uint_at("lcore");
+    c.core = uint_at(a, "core");
+    c.lcore = uint_at(a, "lcore");
     for (const RateRow& r : object_rates(b, a, w.seconds)) {
       const double ps = r.per_second.value_or(0);
       if (r.name == "rx_packets") {
@@ -100,19 +100,19 @@ WatchRates compute_rates(const Reading& before, const Reading& after) {
   for (const auto& d : drops) {
     if (d.second > 0) w.drops_ps.push_back(d);
   }
-  for (const auto& [key, j] : after.jobs.members()) {
+  for (const auto& [key, j] : after.jobs.items()) {
     if (key.rfind("job", 0) != 0 || !j.is_object()) continue;
     JobRates r;
-    r.job_id = j.uint_at("job_id");
-    if (const JsonValue* n = j.find("name"); n != nullptr) r.name = n->as_string();
-    r.world_size = j.uint_at("world_size");
-    r.registered = j.uint_at("registered");
-    r.running = j.uint_at("running") != 0;
-    r.slots_completed = j.uint_at("slots_completed");
-    r.ms_since_progress = j.uint_at("ms_since_progress");
+    r.job_id = uint_at(j, "job_id");
+    if (const Json* n = find(j, "name"); n != nullptr) r.name = n->get_ref<const std::string&>();
+    r.world_size = uint_at(j, "world_size");
+    r.registered = uint_at(j, "registered");
+    r.running = uint_at(j, "running") != 0;
+    r.slots_completed = uint_at(j, "slots_completed");
+    r.ms_since_progress = uint_at(j, "ms_since_progress");
     // Registering jobs have no id yet (0): no rate.
-    if (const JsonValue* b = r.job_id != 0 ? job_by_id(before.jobs, r.job_id) : nullptr; b != nullptr) {
-      r.slots_ps = counter_rate(b->uint_at("slots_completed"), r.slots_completed, w.seconds);
+    if (const Json* b = r.job_id != 0 ? job_by_id(before.jobs, r.job_id) : nullptr; b != nullptr) {
+      r.slots_ps = counter_rate(uint_at(*b, "slots_completed"), r.slots_completed, w.seconds);
     }
     w.jobs.push_back(std::move(r));
   }
@@ -157,44 +157,44 @@ std::string format_watch(const WatchRates& w, const std::string& title) {
   return out;
 }
 
-JsonValue watch_json(const WatchRates& w) {
+Json watch_json(const WatchRates& w) {
   auto core_json = [](const CoreRates& c, bool with_ids) {
-    std::vector<std::pair<std::string, JsonValue>> m;
+    Json m = Json::object();
     if (with_ids) {
-      m.emplace_back("core", JsonValue::unsigned_integer(c.core));
-      m.emplace_back("lcore", JsonValue::unsigned_integer(c.lcore));
+      m["core"] = c.core;
+      m["lcore"] = c.lcore;
     }
-    m.emplace_back("rx_pps", JsonValue::number(c.rx_pps));
-    m.emplace_back("tx_pps", JsonValue::number(c.tx_pps));
-    m.emplace_back("contributions_ps", JsonValue::number(c.contributions_ps));
-    m.emplace_back("summed_gbps", JsonValue::number(c.summed_gbps));
-    m.emplace_back("slots_ps", JsonValue::number(c.slots_ps));
-    m.emplace_back("drops_ps", JsonValue::number(c.drops_ps));
-    return JsonValue::object(std::move(m));
+    m["rx_pps"] = c.rx_pps;
+    m["tx_pps"] = c.tx_pps;
+    m["contributions_ps"] = c.contributions_ps;
+    m["summed_gbps"] = c.summed_gbps;
+    m["slots_ps"] = c.slots_ps;
+    m["drops_ps"] = c.drops_ps;
+    return m;
   };
-  std::vector<JsonValue> cores;
+  std::vector<Json> cores;
   for (const CoreRates& c : w.cores) cores.push_back(core_json(c, true));
-  std::vector<std::pair<std::string, JsonValue>> drops;
-  for (const auto& [reason, rate] : w.drops_ps) drops.emplace_back(reason, JsonValue::number(rate));
-  std::vector<JsonValue> jobs;
+  Json drops = Json::object();
+  for (const auto& [reason, rate] : w.drops_ps) drops[reason] = rate;
+  std::vector<Json> jobs;
   for (const JobRates& j : w.jobs) {
-    jobs.push_back(JsonValue::object({
-        {"job_id", JsonValue::unsigned_integer(j.job_id)},
-        {"name", JsonValue::string(j.name)},
-        {"world_size", JsonValue::unsigned_integer(j.world_size)},
-        {"registered", JsonValue::unsigned_integer(j.registered)},
-        {"running", JsonValue::boolean(j.running)},
-        {"slots_completed", JsonValue::unsigned_integer(j.slots_completed)},
-        {"slots_ps", j.slots_ps ? JsonValue::number(*j.slots_ps) : JsonValue()},
-        {"ms_since_progress", JsonValue::unsigned_integer(j.ms_since_progress)},
+    jobs.push_back(Json::object({
+        {"job_id", Json(j.job_id)},
+        {"name", Json(j.name)},
+        {"world_size", Json(j.world_size)},
+        {"registered", Json(j.registered)},
+        {"running", Json(j.running)},
+        {"slots_completed", Json(j.slots_completed)},
+        {"slots_ps", j.slots_ps ? Json(*j.slots_ps) : Json()},
+        {"ms_since_progress", Json(j.ms_since_progress)},
     }));
   }
-  return JsonValue::object({
-      {"seconds", JsonValue::number(w.seconds)},
-      {"cores", JsonValue::array(std::move(cores))},
+  return Json::object({
+      {"seconds", Json(w.seconds)},
+      {"cores", std::move(cores)},
       {"total", core_json(w.total, false)},
-      {"drops_ps", JsonValue::object(std::move(drops))},
-      {"jobs", JsonValue::array(std::move(jobs))},
+      {"drops_ps", std::move(drops)},
+      {"jobs", std::move(jobs)},
   });
 }
 

@@ -1,8 +1,12 @@
-// The small XML reader (xml_reader.h): a recursive-descent scanner over the whole text.
+// XML topology files (xml_reader.h): libxml2 parses, this file copies its tree into XmlElement.
 #include "sumcast/topo/xml_reader.h"
 
-#include <cctype>
-#include <cstdlib>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xmlerror.h>
+
+#include <climits>
+#include <string>
 
 namespace sumcast::topo {
 
@@ -20,189 +24,112 @@ std::string XmlElement::attribute_or(std::string_view key, std::string_view fall
 
 namespace {
 
-constexpr int kMaxDepth = 256;
+std::string as_string(const xmlChar* s) { return s ? std::string(reinterpret_cast<const char*>(s)) : std::string(); }
 
-class Scanner {
- public:
-  Scanner(std::string_view text, std::string_view what) : text_(text), what_(what) {}
+std::string trimmed(std::string s) {
+  const char* ws = " \t\r\n";
+  const size_t first = s.find_first_not_of(ws);
+  if (first == std::string::npos) return {};
+  const size_t last = s.find_last_not_of(ws);
+  return s.substr(first, last - first + 1);
+}
 
-  Result<XmlElement> document() {
-    SUMCAST_RETURN_IF_ERROR(skip_misc());
-    if (at_end() || peek() != '<') return error("expected a root element");
-    XmlElement root;
-    SUMCAST_RETURN_IF_ERROR(element(root, 0));
-    SUMCAST_RETURN_IF_ERROR(skip_misc());
-    if (!at_end()) return error("content after the root element");
-    return root;
+// The element's name with its namespace prefix, as written.
+std::string qualified_name(const xmlNode* node) {
+  std::string name = as_string(node->name);
+  if (node->ns != nullptr && node->ns->prefix != nullptr) name = as_string(node->ns->prefix) + ":" + name;
+  return name;
+}
+
+void copy_element(const xmlNode* node, XmlElement& out) {
+  out.name = qualified_name(node);
+  out.line = static_cast<int>(xmlGetLineNo(node));
+  for (const xmlAttr* a = node->properties; a != nullptr; a = a->next) {
+    xmlChar* value = xmlNodeListGetString(node->doc, a->children, 1);
+    std::string key = as_string(a->name);
+    if (a->ns != nullptr && a->ns->prefix != nullptr) key = as_string(a->ns->prefix) + ":" + key;
+    out.attributes.emplace_back(std::move(key), as_string(value));
+    xmlFree(value);
   }
+  std::string text;
+  for (const xmlNode* c = node->children; c != nullptr; c = c->next) {
+    if (c->type == XML_ELEMENT_NODE) {
+      copy_element(c, out.children.emplace_back());
+    } else if (c->type == XML_TEXT_NODE || c->type == XML_CDATA_SECTION_NODE) {
+      text += as_string(c->content);
+    }
+  }
+  out.text = trimmed(std::move(text));
+}
+
+// The first error of a parse: the later ones are usually its consequences ("premature end of data"
+// after a mismatched tag).
+struct FirstError {
+  bool set = false;
+  int line = 0;
+  int column = 0;
+  std::string message;
+};
+
+void keep_first(void* ctx, xmlErrorPtr e) {
+  auto* first = static_cast<FirstError*>(ctx);
+  if (first->set || e == nullptr || e->level < XML_ERR_ERROR) return;
+  first->set = true;
+  first->line = e->line;
+  first->column = e->int2;
+  first->message = trimmed(e->message ? std::string(e->message) : std::string("malformed XML"));
+}
+
+// Routes this thread's libxml2 errors to a FirstError for one parse (libxml2's structured error
+// handler is per thread), restoring the previous handler afterwards.
+class ErrorScope {
+ public:
+  explicit ErrorScope(FirstError* first) : old_(xmlStructuredError), old_ctx_(xmlStructuredErrorContext) {
+    xmlSetStructuredErrorFunc(first, keep_first);
+  }
+  ~ErrorScope() { xmlSetStructuredErrorFunc(old_ctx_, old_); }
+  ErrorScope(const ErrorScope&) = delete;
+  ErrorScope& operator=(const ErrorScope&) = delete;
 
  private:
-  bool at_end() const { return pos_ >= text_.size(); }
-  char peek(size_t ahead = 0) const { return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0'; }
-  bool starts_with(std::string_view s) const { return text_.substr(pos_).substr(0, s.size()) == s; }
-  void advance(size_t n = 1) {
-    for (size_t i = 0; i < n && pos_ < text_.size(); ++i) {
-      if (text_[pos_] == '\n') ++line_;
-      ++pos_;
-    }
-  }
-  void skip_space() {
-    while (!at_end() && std::isspace(static_cast<unsigned char>(peek()))) advance();
-  }
-  Status error(std::string_view msg) const {
-    return Status::invalid_argument(std::string(what_) + ":" + std::to_string(line_) + ": " + std::string(msg));
-  }
-  // Skips past `end`, which must follow.
-  Status skip_past(std::string_view end, std::string_view construct) {
-    size_t found = text_.find(end, pos_);
-    if (found == std::string_view::npos) return error(std::string("unterminated ") + std::string(construct));
-    advance(found + end.size() - pos_);
-    return Status();
-  }
-  // Whitespace, comments, processing instructions and DOCTYPE between elements.
-  Status skip_misc() {
-    for (;;) {
-      skip_space();
-      if (starts_with("<!--")) {
-        SUMCAST_RETURN_IF_ERROR(skip_past("-->", "comment"));
-      } else if (starts_with("<?")) {
-        SUMCAST_RETURN_IF_ERROR(skip_past("?>", "processing instruction"));
-      } else if (starts_with("<!DOCTYPE") || starts_with("<!doctype")) {
-        SUMCAST_RETURN_IF_ERROR(skip_past(">", "DOCTYPE"));
-      } else {
-        return Status();
-      }
-    }
-  }
-  static bool name_char(char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':';
-  }
-  Result<std::string> name() {
-    size_t start = pos_;
-    while (!at_end() && name_char(peek())) advance();
-    if (pos_ == start) return error("expected a name");
-    return std::string(text_.substr(start, pos_ - start));
-  }
-  // Appends `raw` with entities decoded.
-  Status decode(std::string_view raw, std::string& out) const {
-    for (size_t i = 0; i < raw.size(); ++i) {
-      if (raw[i] != '&') {
-        out.push_back(raw[i]);
-        continue;
-      }
-      size_t semi = raw.find(';', i);
-      if (semi == std::string_view::npos) return error("'&' without ';'");
-      std::string_view ent = raw.substr(i + 1, semi - i - 1);
-      if (ent == "amp") {
-        out.push_back('&');
-      } else if (ent == "lt") {
-        out.push_back('<');
-      } else if (ent == "gt") {
-        out.push_back('>');
-      } else if (ent == "quot") {
-        out.push_back('"');
-      } else if (ent == "apos") {
-        out.push_back('\'');
-      } else if (!ent.empty() && ent[0] == '#') {
-        bool hex = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X');
-        std::string digits(ent.substr(hex ? 2 : 1));
-        char* end = nullptr;
-        long v = std::strtol(digits.c_str(), &end, hex ? 16 : 10);
-        if (digits.empty() || *end != '\0' || v <= 0 || v > 127) {
-          return error("unsupported character reference &" + std::string(ent) + ";");
-        }
-        out.push_back(static_cast<char>(v));
-      } else {
-        return error("unknown entity &" + std::string(ent) + ";");
-      }
-      i = semi;
-    }
-    return Status();
-  }
-  Status attributes(XmlElement& el) {
-    for (;;) {
-      skip_space();
-      if (at_end()) return error("unterminated start tag <" + el.name + ">");
-      if (peek() == '>' || (peek() == '/' && peek(1) == '>')) return Status();
-      Result<std::string> key = name();
-      if (!key.ok()) return key.status();
-      skip_space();
-      if (peek() != '=') return error("attribute " + *key + " has no value");
-      advance();
-      skip_space();
-      char quote = peek();
-      if (quote != '"' && quote != '\'') return error("attribute " + *key + ": value not quoted");
-      advance();
-      size_t end = text_.find(quote, pos_);
-      if (end == std::string_view::npos) return error("unterminated value of attribute " + *key);
-      std::string value;
-      SUMCAST_RETURN_IF_ERROR(decode(text_.substr(pos_, end - pos_), value));
-      advance(end + 1 - pos_);
-      if (el.attribute(*key)) return error("attribute " + *key + " given twice");
-      el.attributes.emplace_back(std::move(*key), std::move(value));
-    }
-  }
-  Status element(XmlElement& el, int depth) {
-    if (depth > kMaxDepth) return error("elements nested too deeply");
-    el.line = line_;
-    advance();  // '<'
-    Result<std::string> n = name();
-    if (!n.ok()) return n.status();
-    el.name = std::move(*n);
-    SUMCAST_RETURN_IF_ERROR(attributes(el));
-    if (peek() == '/') {
-      advance(2);
-      return Status();
-    }
-    advance();  // '>'
-    std::string text;
-    for (;;) {
-      if (at_end()) return error("element <" + el.name + "> (line " + std::to_string(el.line) + ") not closed");
-      if (starts_with("<!--")) {
-        SUMCAST_RETURN_IF_ERROR(skip_past("-->", "comment"));
-      } else if (starts_with("<![CDATA[")) {
-        advance(9);
-        size_t end = text_.find("]]>", pos_);
-        if (end == std::string_view::npos) return error("unterminated CDATA");
-        text.append(text_.substr(pos_, end - pos_));
-        advance(end + 3 - pos_);
-      } else if (starts_with("<?")) {
-        SUMCAST_RETURN_IF_ERROR(skip_past("?>", "processing instruction"));
-      } else if (starts_with("</")) {
-        advance(2);
-        Result<std::string> close = name();
-        if (!close.ok()) return close.status();
-        if (*close != el.name) {
-          return error("</" + *close + "> closes <" + el.name + "> of line " + std::to_string(el.line));
-        }
-        skip_space();
-        if (peek() != '>') return error("malformed end tag </" + *close);
-        advance();
-        break;
-      } else if (peek() == '<') {
-        el.children.emplace_back();
-        SUMCAST_RETURN_IF_ERROR(element(el.children.back(), depth + 1));
-      } else {
-        size_t end = text_.find('<', pos_);
-        if (end == std::string_view::npos) end = text_.size();
-        SUMCAST_RETURN_IF_ERROR(decode(text_.substr(pos_, end - pos_), text));
-        advance(end - pos_);
-      }
-    }
-    size_t b = text.find_first_not_of(" \t\r\n");
-    size_t e = text.find_last_not_of(" \t\r\n");
-    el.text = b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
-    return Status();
-  }
+  xmlStructuredErrorFunc old_;
+  void* old_ctx_;
+};
 
-  std::string_view text_;
-  std::string_view what_;
-  size_t pos_ = 0;
-  int line_ = 1;
+struct DocFree {
+  void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
+};
+struct ContextFree {
+  void operator()(xmlParserCtxt* c) const { xmlFreeParserCtxt(c); }
 };
 
 }  // namespace
 
-Result<XmlElement> parse_xml(std::string_view text, std::string_view what) { return Scanner(text, what).document(); }
+Result<XmlElement> parse_xml(std::string_view text, std::string_view what) {
+  if (text.size() > static_cast<size_t>(INT_MAX)) {
+    return Status::invalid_argument(std::string(what) + ": too large for an XML topology file");
+  }
+  const std::string name(what);
+  std::unique_ptr<xmlParserCtxt, ContextFree> ctxt(xmlNewParserCtxt());
+  if (!ctxt) return Status::internal("libxml2: cannot allocate a parser context");
+  FirstError first;
+  std::unique_ptr<xmlDoc, DocFree> doc;
+  {
+    ErrorScope scope(&first);  // errors go to `first`, never to stderr
+    const int options = XML_PARSE_NONET | XML_PARSE_NOWARNING;
+    doc.reset(
+        xmlCtxtReadMemory(ctxt.get(), text.data(), static_cast<int>(text.size()), name.c_str(), nullptr, options));
+  }
+  if (!doc || first.set || !ctxt->wellFormed) {
+    if (!first.set) return Status::invalid_argument(name + ": malformed XML");
+    return Status::invalid_argument(name + ":" + std::to_string(first.line) + ":" + std::to_string(first.column) +
+                                    ": " + first.message);
+  }
+  const xmlNode* root = xmlDocGetRootElement(doc.get());
+  if (root == nullptr) return Status::invalid_argument(name + ": no root element");
+  XmlElement out;
+  copy_element(root, out);
+  return out;
+}
 
 }  // namespace sumcast::topo

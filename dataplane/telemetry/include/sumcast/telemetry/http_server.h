@@ -1,9 +1,11 @@
-// A small HTTP/1.0 server for metrics scrapes: one thread, one connection at a time, GET and HEAD
-// only, every response closes its connection. Paths are looked up in a fixed table of handlers
-// given at start; "/" lists them. Enough for Prometheus and curl; not a general web server.
+// The HTTP endpoint for metrics scrapes, on civetweb (an embeddable server, Debian's libcivetweb):
+// one worker thread, so one connection at a time, GET and HEAD only, no keep-alive (every response
+// closes its connection), no files served. Paths are looked up in a fixed table of handlers given
+// at start; "/" lists them. Enough for Prometheus and curl.
 //
-// A request must arrive whole (request line and headers, at most kMaxRequestBytes) within the
-// read timeout, else the connection is closed (408). Handlers run on the server thread.
+// Limits: a request's line and headers are at most kMaxRequestBytes and must arrive whole within
+// the read timeout; civetweb answers anything else with an error status (400) and closes.
+// Handlers run on the server's worker thread.
 //
 // Thread safety: start() and stop() from one thread; counters() from any thread.
 #pragma once
@@ -13,8 +15,10 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
+
+struct mg_connection;
+struct mg_context;
 
 #include "sumcast/status.h"
 
@@ -43,7 +47,7 @@ struct HttpServerOptions {
 struct HttpCounters {
   uint64_t requests = 0;      // answered with 200
   uint64_t not_found = 0;     // 404
-  uint64_t bad_requests = 0;  // 400, 405, 408, 431
+  uint64_t bad_requests = 0;  // every other error status (400 from civetweb, 405, ...)
 };
 
 class HttpServer {
@@ -54,21 +58,21 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Idempotent; returns when the thread has exited (an exchange in progress is cut short).
+  // Idempotent; returns when civetweb's threads have exited (an exchange in progress is cut short
+  // at the latest by the read timeout).
   void stop();
   uint16_t port() const { return port_; }
   HttpCounters counters() const;
 
  private:
   HttpServer() = default;
-  void run();
-  void serve(int fd);
+  static int on_request(mg_connection* conn, void* self);
+  static int on_error(mg_connection* conn, int status, const char* message);
+  void respond(mg_connection* conn, const HttpResponse& r, bool head);
 
   HttpServerOptions options_;
-  int listen_fd_ = -1;
-  int stop_fd_ = -1;  // eventfd: written by stop()
+  mg_context* ctx_ = nullptr;
   uint16_t port_ = 0;
-  std::thread thread_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> not_found_{0};
   std::atomic<uint64_t> bad_requests_{0};

@@ -29,18 +29,18 @@ class TelemetryClient {
 
   // Sends `command` and returns the value of the reply's single member (null when the
   // application's callback failed or the command is unknown).
-  Result<JsonValue> query(const std::string& command);
-  const JsonValue& greeting() const { return greeting_; }
+  Result<Json> query(const std::string& command);
+  const Json& greeting() const { return greeting_; }
 
  private:
   TelemetryClient() = default;
-  Result<JsonValue> receive();
+  Result<Json> receive();
 
   int fd_ = -1;
   std::string path_;
   size_t max_len_ = 16384;
   uint32_t timeout_ms_ = 2000;
-  JsonValue greeting_;
+  Json greeting_;
 };
 
 }  // namespace sumcast::ctl

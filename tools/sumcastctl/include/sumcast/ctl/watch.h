@@ -19,9 +19,9 @@
 namespace sumcast::ctl {
 
 struct Reading {
-  double seconds = 0;            // monotonic clock at the read
-  std::vector<JsonValue> cores;  // /sumcast/stats,<i> replies: {"core", "lcore", counters...}
-  JsonValue jobs;                // /sumcast/jobs reply: {"count", "job<id>": {...}, "server": {...}}
+  double seconds = 0;       // monotonic clock at the read
+  std::vector<Json> cores;  // /sumcast/stats,<i> replies: {"core", "lcore", counters...}
+  Json jobs;                // /sumcast/jobs reply: {"count", "job<id>": {...}, "server": {...}}
 };
 
 // Per second, reset-aware (see above). 0 when seconds <= 0.
@@ -33,7 +33,7 @@ struct RateRow {
   std::optional<double> per_second;  // none when the earlier reading lacks the counter
 };
 // Every numeric member of `after` (an object) with its rate since `before` over `seconds`.
-std::vector<RateRow> object_rates(const JsonValue& before, const JsonValue& after, double seconds);
+std::vector<RateRow> object_rates(const Json& before, const Json& after, double seconds);
 
 struct CoreRates {
   uint64_t core = 0;
@@ -71,6 +71,6 @@ WatchRates compute_rates(const Reading& before, const Reading& after);
 // The frame printed at each refresh (no terminal control codes; the caller clears the screen).
 std::string format_watch(const WatchRates& rates, const std::string& title);
 // The same rates as one JSON object (`stats --watch --json` prints one per refresh, one per line).
-JsonValue watch_json(const WatchRates& rates);
+Json watch_json(const WatchRates& rates);
 
 }  // namespace sumcast::ctl

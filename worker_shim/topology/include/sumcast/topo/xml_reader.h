@@ -1,7 +1,8 @@
-// A small XML reader for the topology files we import (NCCL topology XML): elements, attributes,
-// comments, processing instructions, DOCTYPE and CDATA; character data is kept only as a trimmed
-// string per element. Entities: the five predefined ones and numeric references (ASCII only).
-// Errors name the line. Not a validating parser, and not for untrusted multi-megabyte input.
+// The topology files we import as XML (NCCL topology XML), read with libxml2 (the parser hwloc
+// itself uses) into a plain element tree. Well-formedness is libxml2's: entities, comments,
+// processing instructions, CDATA and declared encodings work, anything malformed is an error
+// naming the input, line and column. No network access, no external entities or DTDs loaded.
+// Character data is kept only as a trimmed string per element.
 #pragma once
 
 #include <memory>
@@ -18,8 +19,8 @@ struct XmlElement {
   std::string name;
   std::vector<std::pair<std::string, std::string>> attributes;  // in document order
   std::vector<XmlElement> children;
-  std::string text;  // character data directly inside this element, trimmed
-  int line = 0;      // where the start tag begins (1-based)
+  std::string text;  // character data (and CDATA) directly inside this element, trimmed
+  int line = 0;      // where the start tag is (1-based)
 
   // The attribute's value, or nullptr when absent.
   const std::string* attribute(std::string_view key) const;
@@ -28,6 +29,7 @@ struct XmlElement {
 };
 
 // Parses a whole document and returns its root element. `what` names the input in errors.
+// Nesting deeper than 256 elements is refused (libxml2's own limit without XML_PARSE_HUGE).
 Result<XmlElement> parse_xml(std::string_view text, std::string_view what);
 
 }  // namespace sumcast::topo
