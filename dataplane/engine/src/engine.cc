@@ -58,11 +58,7 @@ constexpr uint16_t kArpOpReply = 2;
 constexpr uint32_t kMaxWorld = wire::kRankMulticast;
 constexpr uint8_t kEcnMask = 0x03;  // the ECN field of the IPv4 TOS byte
 constexpr uint8_t kEcnCe = 0x03;    // congestion experienced
-constexpr uint8_t kOpcodeCnp = 0x81;
-constexpr uint8_t kBthBecn = 0x40;  // BTH byte 4: BECN
-constexpr size_t kCnpReservedLen = 16;
-constexpr size_t kCnpLen =
-    wire::kBthOffset + 12 + kCnpReservedLen + wire::kIcrcLen;  // ranks 0..0xFFFE; 0xFFFF means multicast
+constexpr size_t kCnpLen = wire::kBthOffset + wire::kCnpRoceLen;
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -763,11 +759,7 @@ void Engine::Impl::congested(const Pending& c, TxSink& tx) {
   store_be16(udp, wire::kRoceUdpPort);
   store_be16(udp + 2, m.udp_port);
   store_be16(udp + 4, static_cast<uint16_t>(kCnpLen - wire::kUdpOffset));
-  uint8_t* bth = buf + wire::kBthOffset;
-  bth[0] = kOpcodeCnp;
-  store_be16(bth + 2, 0xFFFF);
-  bth[4] = kBthBecn;
-  store_be24(bth + 5, m.qpn);
+  wire::write_cnp(buf + wire::kBthOffset, m.qpn);
   icrc::stamp(std::span<uint8_t>(ip, kCnpLen - wire::kIpOffset));
   tx.submit(buf, static_cast<uint32_t>(kCnpLen));
   last = now != 0 ? now : 1;

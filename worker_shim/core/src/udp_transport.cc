@@ -292,14 +292,46 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
       drop(DropReason::kTruncated);
       continue;
     }
+    const uint32_t src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
+    const uint16_t src_port = ntohs(rx_addr_[i].sin_port);
+    icrc::UdpFields f;
+    f.src_ip = src_ip;
+    f.dst_ip = dst_ip;
+    f.src_port = src_port;
+    f.dst_port = dst_port;
+    f.ip_id = 0;
+    f.dont_fragment = true;
+    uint32_t cnp_qp = 0;
+    if (wire::parse_cnp(std::span<const uint8_t>(data, len), &cnp_qp)) {
+      // Congestion notification: no Sumcast header, so the peer is the appliance at that source
+      // (the port match preferred when several share the address).
+      int peer = -1;
+      for (size_t p = 0; p < peers_.size(); ++p) {
+        if (peers_[p].spec.ip == src_ip && (peer < 0 || peers_[p].spec.udp_port == src_port)) {
+          peer = static_cast<int>(p);
+        }
+      }
+      if (peer < 0) {
+        drop(DropReason::kUnknownSource);
+      } else if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+        drop(DropReason::kBadIcrc);
+      } else if (group || cnp_qp != qpn_) {
+        drop(DropReason::kBadDestQp);
+      } else {
+        ++counters_.cnps;
+        Received& r = out[n++];
+        r = Received{};
+        r.peer = static_cast<uint32_t>(peer);
+        r.cnp = true;
+      }
+      continue;
+    }
     wire::ParsedPacket pp;
     const wire::ParseError pe = wire::parse_roce(std::span<const uint8_t>(data, len), &pp);
     if (pe != wire::ParseError::kOk) {
       drop(static_cast<DropReason>(pe));
       continue;
     }
-    const uint32_t src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
-    const uint16_t src_port = ntohs(rx_addr_[i].sin_port);
     bool known_source = false;
     int peer = -1;
     for (size_t p = 0; p < peers_.size(); ++p) {
@@ -323,18 +355,9 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
       drop(DropReason::kBadQkey);
       continue;
     }
-    if (options_.verify_icrc) {
-      icrc::UdpFields f;
-      f.src_ip = src_ip;
-      f.dst_ip = dst_ip;
-      f.src_port = src_port;
-      f.dst_port = dst_port;
-      f.ip_id = 0;
-      f.dont_fragment = true;
-      if (!icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
-        drop(DropReason::kBadIcrc);
-        continue;
-      }
+    if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+      drop(DropReason::kBadIcrc);
+      continue;
     }
     if (pp.hdr.type == wire::MsgType::kContribution) {
       drop(DropReason::kNotResult);
@@ -365,6 +388,7 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
     }
     Received& r = out[n++];
     r.peer = static_cast<uint32_t>(peer);
+    r.cnp = false;
     r.hdr = pp.hdr;
     r.payload = pp.payload;
     r.payload_len = static_cast<uint32_t>(pp.payload_len);
