@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cnp_test_util.h"
 #include "shim_test_util.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/shim/address.h"
@@ -296,6 +297,42 @@ TEST(UdpTransport, ReceiveAcceptsValidResultsAndCountsEachRejection) {
   EXPECT_EQ(drops(DropReason::kDtypeMismatch), 1u);
   EXPECT_EQ(drops(DropReason::kOpMismatch), 1u);
   EXPECT_EQ(drops(DropReason::kTruncatedBth), 1u);
+}
+
+// A CNP (no Sumcast header: the peer is the appliance at its source) to our QP is handed on as
+// one; a CNP with a bad ICRC, to another QP, from a stranger, or not of a CNP's length is counted.
+TEST(UdpTransport, CnpsToOurQpAreHandedOnAndBadOnesCounted) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  Appliance app;
+  Appliance stranger(0x7F000009);
+  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+  const Endpoint me = t->local_endpoint();
+  const auto good = testing::cnp_datagram(app.ip, app.port, me, me.qpn);
+  app.send_to(me, good);  // accepted
+  auto bad_icrc = good;
+  bad_icrc.back() ^= 1;
+  app.send_to(me, bad_icrc);                                                        // bad_icrc
+  app.send_to(me, testing::cnp_datagram(app.ip, app.port, me, me.qpn + 1));         // bad_dest_qp
+  stranger.send_to(me, testing::cnp_datagram(stranger.ip, stranger.port, me, me.qpn));  // unknown_source
+  auto longer = good;
+  longer.resize(good.size() + 4);
+  app.send_to(me, longer);  // bad_opcode: not a CNP's length, and no UD SEND_ONLY either
+
+  std::vector<std::vector<uint8_t>> payloads;
+  auto got = receive_n(*t, 5, &payloads);
+  const TransportCounters& c = t->counters();
+  EXPECT_EQ(c.rx_packets, 5u);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].cnp);
+  EXPECT_EQ(got[0].peer, 0u);
+  EXPECT_EQ(c.cnps, 1u);
+  EXPECT_EQ(c.results, 0u);
+  auto drops = [&](DropReason r) { return c.drops[static_cast<size_t>(r)]; };
+  EXPECT_EQ(drops(DropReason::kBadIcrc), 1u);
+  EXPECT_EQ(drops(DropReason::kBadDestQp), 1u);
+  EXPECT_EQ(drops(DropReason::kUnknownSource), 1u);
+  EXPECT_EQ(drops(DropReason::kBadOpcode), 1u);
 }
 
 // With verify_icrc off, a corrupted ICRC passes (for captures of NICs that compute it wrong).

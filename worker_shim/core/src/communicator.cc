@@ -455,8 +455,8 @@ void Communicator::on_received(uint64_t now) {
     for (size_t i = 0; i < n && failed_.ok(); ++i) {
       const Received& r = rx_[i];
       Appliance& a = *apps_[r.peer];
-      if (r.cnp) {
-        on_cnp(a, now);
+      if (r.cnp) {  // rare (one per interval per appliance at most): a fresh clock for the cut interval
+        on_cnp(a, now_ns());
         continue;
       }
       if (r.hdr.type == wire::MsgType::kAbort) {
