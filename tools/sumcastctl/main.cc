@@ -321,6 +321,17 @@ int cmd_jobs(const Options& o) {
                 j.uint_at("registered"), dtype != nullptr ? dtype->as_string().c_str() : "?",
                 op != nullptr ? op->as_string().c_str() : "?", j.uint_at("running") != 0 ? "yes" : "no",
                 j.uint_at("slots_completed"), j.uint_at("ms_since_progress"), results.c_str());
+    if (j.uint_at("ce_marked") != 0) {  // ECN: the marks by rank come from /sumcast/members
+      std::string by_rank;
+      Result<JsonValue> m = (*client)->query("/sumcast/members," + std::to_string(j.uint_at("job_id")));
+      if (const JsonValue* ce = m.ok() ? m->find("ce_marked") : nullptr; ce != nullptr && ce->is_array()) {
+        for (size_t r = 0; r < ce->items().size(); ++r) {
+          by_rank += (r ? " " : "") + std::to_string(r) + ":" + std::to_string(ce->items()[r].as_uint());
+        }
+      }
+      std::printf("%8s  ECN: %" PRIu64 " contributions marked CE (by rank %s), %" PRIu64 " CNPs sent\n", "",
+                  j.uint_at("ce_marked"), by_rank.empty() ? "unknown" : by_rank.c_str(), j.uint_at("cnps_sent"));
+    }
     ++shown;
   }
   if (shown == 0) std::printf("(no jobs)\n");
