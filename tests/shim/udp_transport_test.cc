@@ -312,8 +312,8 @@ TEST(UdpTransport, CnpsToOurQpAreHandedOnAndBadOnesCounted) {
   app.send_to(me, good);  // accepted
   auto bad_icrc = good;
   bad_icrc.back() ^= 1;
-  app.send_to(me, bad_icrc);                                                        // bad_icrc
-  app.send_to(me, testing::cnp_datagram(app.ip, app.port, me, me.qpn + 1));         // bad_dest_qp
+  app.send_to(me, bad_icrc);                                                            // bad_icrc
+  app.send_to(me, testing::cnp_datagram(app.ip, app.port, me, me.qpn + 1));             // bad_dest_qp
   stranger.send_to(me, testing::cnp_datagram(stranger.ip, stranger.port, me, me.qpn));  // unknown_source
   auto longer = good;
   longer.resize(good.size() + 4);

@@ -101,7 +101,7 @@ struct Options {
   bool cnp_reaction = true;    // --cnp-reaction on|off
   uint32_t window_cut = 50;    // --window-cut PERCENT
   uint32_t window_step = 1;    // --window-step N
-  uint32_t window_cut_interval_us = 0;  // --window-cut-interval-us U
+  uint32_t window_cut_us = 0;  // --window-cut-interval-us U
   uint32_t payload = 1024;
   bool payload_explicit = false;
   uint32_t slots = 0;
@@ -291,7 +291,7 @@ int parse_args(int argc, char** argv, Options* o) {
     } else if (a == "--window-step") {
       ok = parse_int(v, 1, 65535, &n), o->window_step = static_cast<uint32_t>(n);
     } else if (a == "--window-cut-interval-us") {
-      ok = parse_int(v, 0, 60000000, &n), o->window_cut_interval_us = static_cast<uint32_t>(n);
+      ok = parse_int(v, 0, 60000000, &n), o->window_cut_us = static_cast<uint32_t>(n);
     } else if (a == "--appliance" || a == "--host-agg") {
       AggregatorSpec spec;
       std::string text = v;
@@ -970,7 +970,7 @@ int main(int argc, char** argv) {
   base.cnp_reaction = o.cnp_reaction;
   base.window_cut_percent = o.window_cut;
   base.window_step = o.window_step;
-  base.window_cut_interval_us = o.window_cut_interval_us;
+  base.window_cut_interval_us = o.window_cut_us;
   base.slots = static_cast<uint16_t>(o.slots);
   base.bind_ip = o.bind_ip;
   base.rto_initial_us = o.rto_us;

@@ -104,7 +104,6 @@ struct Job {
   Member* members = nullptr;
   uint32_t* dest_crc = nullptr;   // per member: header CRC xor member 0's (see replicate())
   uint64_t* last_cnp = nullptr;   // per member: clock ticks of the last CNP sent to it (0: none)
-  std::atomic<uint64_t>* member_ce = nullptr;  // per member: CE-marked contributions (ProgressEntry's)
   uint64_t* opened_at = nullptr;  // [local * 2 + parity]: clock ticks when that round opened
   uint32_t shift_bytes = 0;       // crc::shift_for(shift_bytes) == shift (cache: one length per job)
   uint32_t shift = 0x80000000u;   // x^0
@@ -121,6 +120,8 @@ struct Job {
   uint32_t mcast_ip = 0;
   uint8_t mcast_mac[6] = {};
   void* memory = nullptr;
+  // Per member: CE-marked contributions (the ProgressEntry's array, which outlives the job).
+  std::atomic<uint64_t>* member_ce = nullptr;
   // The headers of a result to member 0, as wire::write_frame_headers writes them for a payload
   // of 0 bytes: replicate() copies them and sets the lengths and the chunk's fields.
   alignas(16) uint8_t result_headers[wire::kPayloadOffset] = {};

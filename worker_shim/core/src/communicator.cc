@@ -427,7 +427,8 @@ void Communicator::on_cnp(Appliance& a, uint64_t now) {
   if (a.last_cut_ns != 0 && now - a.last_cut_ns < interval_ns) return;
   a.last_cut_ns = now;
   a.clean_results = 0;
-  const uint32_t cut = std::max<uint32_t>(1, static_cast<uint32_t>(uint64_t{a.window} * config_.window_cut_percent / 100));
+  const uint32_t cut =
+      std::max<uint32_t>(1, static_cast<uint32_t>(uint64_t{a.window} * config_.window_cut_percent / 100));
   if (cut >= a.window) return;  // already at one slot
   a.window = cut;
   a.window_min = std::min(a.window_min, cut);

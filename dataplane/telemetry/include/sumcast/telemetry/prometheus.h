@@ -66,7 +66,8 @@ struct JobMetrics {
   uint64_t unicast_answers = 0;  // stored results re-sent to one rank, over cores
   uint64_t ce_marked = 0;        // contributions that arrived marked CE, over cores
   uint64_t cnps_sent = 0;        // CNPs sent for them, over cores
-  std::vector<uint64_t> member_ce_marked;  // ce_marked by rank
+  // ce_marked by rank
+  std::vector<uint64_t> member_ce_marked;
 };
 
 struct Snapshot {

@@ -113,14 +113,14 @@ struct CommConfig {
   uint32_t connect_timeout_ms = 10000;   // TCP connect + authentication, per appliance
   uint32_t register_timeout_ms = 60000;  // waiting for all ranks to register, per appliance
   bool verify_icrc = true;               // check the ICRC of every result and CNP (UDP transport)
-  // Congestion window (see Congestion window above).
-  bool cnp_reaction = true;              // cut the window on CNPs; false: count them only
-  uint32_t window_cut_percent = 50;      // a cut leaves this percent of the window (at least 1 slot), 1..99
-  uint32_t window_step = 1;              // slots regained per window's worth of results without a cut, >= 1
-  uint32_t window_cut_interval_us = 0;   // at most one cut per this long; 0: one per smoothed RTT
   uint8_t dscp = 0;                      // DSCP of contributions, 0..63 (UDP: IP_TOS; verbs: the AH's traffic class)
   bool ecn = false;                      // mark contributions ECT(0); false: not-ECT
   uint8_t tos() const { return static_cast<uint8_t>((dscp & 0x3F) << 2 | (ecn ? 0x2 : 0)); }
+  // Congestion window (see Congestion window above).
+  bool cnp_reaction = true;             // cut the window on CNPs; false: count them only
+  uint32_t window_cut_percent = 50;     // a cut leaves this percent of the window (at least 1 slot), 1..99
+  uint32_t window_step = 1;             // slots regained per window's worth of results without a cut, >= 1
+  uint32_t window_cut_interval_us = 0;  // at most one cut per this long; 0: one per smoothed RTT
   // Ask the appliances for deterministic summation (docs/fidelity.md): results bit-identical
   // whatever the arrival order and retransmissions. Same on every rank. An appliance that does not
   // grant it fails create().
