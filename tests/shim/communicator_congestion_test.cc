@@ -3,11 +3,7 @@
 // for CE-marked contributions, must cut that rank's window (fewer chunks outstanding), which then
 // grows back to the slot count, and never change a bit of the results, whatever the other ranks'
 // windows; a CNP that fails its ICRC, or arrives with the reaction off, changes nothing.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -17,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cnp_test_util.h"
+#include "appliance_socket.h"
 #include "shim_test_util.h"
 #include "sumcast/shim/communicator.h"
 #include "sumcast/wire/packet.h"
@@ -47,24 +43,9 @@ class CnpInjector final : public ForwardingTransport {
  public:
   CnpInjector(std::unique_ptr<Transport> inner, CnpPlan plan, CnpSeen* seen)
       : ForwardingTransport(std::move(inner)), plan_(std::move(plan)), seen_(seen) {}
-  ~CnpInjector() override {
-    if (fd_ >= 0) close(fd_);
-  }
 
   Result<uint32_t> add_peer(const PeerSpec& spec) override {
-    if (fd_ < 0) {  // the first appliance's address: the transport accepts CNPs from it only
-      fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(spec.ip);
-      EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-      socklen_t len = sizeof(a);
-      getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-      ip_ = spec.ip;
-      port_ = ntohs(a.sin_port);
-      const int pmtu = IP_PMTUDISC_DO;  // DF and IP ID 0, which the ICRC covers
-      setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-    }
+    if (!from_) from_ = std::make_unique<ApplianceSocket>(spec.ip);  // the transport takes CNPs from there only
     return inner_->add_peer(spec);
   }
 
@@ -105,23 +86,16 @@ class CnpInjector final : public ForwardingTransport {
   static uint64_t key(const wire::SumcastHeader& h) { return uint64_t{h.slot} << 32 | h.round; }
   void send_cnp() {
     const Endpoint me = inner_->local_endpoint();
-    auto b = cnp_datagram(ip_, port_, me, me.qpn);
+    auto b = from_->cnp(me, me.qpn);
     if (plan_.corrupt_icrc) b.back() ^= 0x5A;
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(me.udp_port);
-    to.sin_addr.s_addr = htonl(me.ip);
-    ASSERT_EQ(sendto(fd_, b.data(), b.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)),
-              static_cast<ssize_t>(b.size()));
+    from_->send_to(me, b);
     ++seen_->sent;
   }
 
   CnpPlan plan_;
   CnpSeen* seen_;
-  int fd_ = -1;
-  uint32_t ip_ = 0;
-  uint16_t port_ = 0;
-  std::set<uint64_t> outstanding_;  // (slot, round) of chunks sent and not answered
+  std::unique_ptr<ApplianceSocket> from_;  // on the first appliance's address
+  std::set<uint64_t> outstanding_;         // (slot, round) of chunks sent and not answered
   uint64_t results_ = 0;
   uint64_t last_cnp_at_ = 0;  // results when the latest CNP was handed on
 };

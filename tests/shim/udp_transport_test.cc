@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cnp_test_util.h"
+#include "appliance_socket.h"
 #include "shim_test_util.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/shim/address.h"
@@ -32,31 +32,8 @@ constexpr uint32_t kJob = 77;
 constexpr uint32_t kQkey = 0x1234567;
 
 // A plain UDP socket playing the appliance.
-struct Appliance {
-  int fd = -1;
-  uint32_t ip = kLoopback;
-  uint16_t port = 0;
-  explicit Appliance(uint32_t bind_ip = kLoopback) : ip(bind_ip) {
-    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(ip);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    const int pmtu = IP_PMTUDISC_DO;
-    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-  }
-  ~Appliance() { close(fd); }
-  void send_to(const Endpoint& to, const std::vector<uint8_t>& bytes) const {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(to.udp_port);
-    a.sin_addr.s_addr = htonl(to.ip);
-    ASSERT_EQ(sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof(a)),
-              static_cast<ssize_t>(bytes.size()));
-  }
+struct Appliance : testing::ApplianceSocket {
+  explicit Appliance(uint32_t bind_ip = kLoopback) : ApplianceSocket(bind_ip) {}
   // A result datagram from this appliance to `to`, ICRC stamped for the kernel's headers.
   std::vector<uint8_t> result(const Endpoint& to, wire::SumcastHeader h, uint32_t dest_qp, uint32_t qkey,
                               const std::vector<uint8_t>& payload) const {
@@ -67,12 +44,7 @@ struct Appliance {
     a.qkey = qkey;
     wire::write_roce_headers(b.data(), a, h, payload.size());
     if (!payload.empty()) std::memcpy(b.data() + wire::kRoceHeadersLen, payload.data(), payload.size());
-    icrc::UdpFields f;
-    f.src_ip = ip;
-    f.dst_ip = to.ip;
-    f.src_port = port;
-    f.dst_port = to.udp_port;
-    icrc::stamp_udp(f, std::span<uint8_t>(b.data(), b.size()));
+    stamp(to, b);
     return b;
   }
 };
@@ -308,13 +280,13 @@ TEST(UdpTransport, CnpsToOurQpAreHandedOnAndBadOnesCounted) {
   Appliance stranger(0x7F000009);
   ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
   const Endpoint me = t->local_endpoint();
-  const auto good = testing::cnp_datagram(app.ip, app.port, me, me.qpn);
+  const auto good = app.cnp(me, me.qpn);
   app.send_to(me, good);  // accepted
   auto bad_icrc = good;
   bad_icrc.back() ^= 1;
-  app.send_to(me, bad_icrc);                                                            // bad_icrc
-  app.send_to(me, testing::cnp_datagram(app.ip, app.port, me, me.qpn + 1));             // bad_dest_qp
-  stranger.send_to(me, testing::cnp_datagram(stranger.ip, stranger.port, me, me.qpn));  // unknown_source
+  app.send_to(me, bad_icrc);                       // bad_icrc
+  app.send_to(me, app.cnp(me, me.qpn + 1));        // bad_dest_qp
+  stranger.send_to(me, stranger.cnp(me, me.qpn));  // unknown_source
   auto longer = good;
   longer.resize(good.size() + 4);
   app.send_to(me, longer);  // bad_opcode: not a CNP's length, and no UD SEND_ONLY either
