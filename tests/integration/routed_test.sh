@@ -16,7 +16,8 @@
 #                router, but not routed by the appliance) is refused at registration at once,
 #                naming its address.
 #   ecn          port.ecn on, port.cnp_interval_us 1000, --ecn on the workers; the router marks 10% of
-#                the ECT(0) contributions CE (nftables, counted): the appliance counts exactly those
+#                the ECT(0) contributions CE (nftables, counted), and 10% of the results (the
+#                workers see them: rx_ce_results, at most as many): the appliance counts exactly those
 #                (ce_marked), per core and, in a quiet moment of the running job (--gap-us), the
 #                same per job and summed over its members (sumcastctl jobs); it sends CNPs
 #                (cnps_sent), rank 0's capture, decoded by tshark, holds CNPs (BTH opcode 0x81) to
@@ -140,9 +141,11 @@ NFT
     tb_exec rt nft -f - <<'NFT'
 table inet sumcast_ce {
   counter ce_set { }
+  counter ce_down { }
   chain marking {
     type filter hook forward priority 0; policy accept;
     udp dport 4791 ip ecn ect0 numgen random mod 100 < 10 counter name ce_set ip ecn set ce
+    udp sport 4791 ip ecn ect0 numgen random mod 100 < 10 counter name ce_down ip ecn set ce
   }
 }
 NFT
@@ -169,8 +172,9 @@ NFT
     note "in a pause of the job: ${CE_LINE#"${CE_LINE%%ECN*}"}"
     it_wait 60 || fail "hung"
     it_expect_exact ecn $N 3
-    received=0
+    received=0 ce_seen=0
     for ((i = 0; i < N; i++)); do
+      ce_seen=$((ce_seen + $(it_counter ecn $i rx_ce_results)))
       r=$(it_counter ecn $i cnps_received) c=$(it_counter ecn $i window_cuts) g=$(it_counter ecn $i window_grows)
       note "rank $i: $r CNPs received, window cut $c times, grown $g times, smallest $(it_counter ecn $i window_min), at the end $(it_counter ecn $i window_now)"
       [ "$r" -gt 0 ] && [ "$c" -gt 0 ] && [ "$g" -gt 0 ] || fail "rank $i did not receive CNPs, cut and regrow its window"
@@ -192,6 +196,9 @@ NFT
     [ "$ce" = "$marked" ] || fail "the appliance counted $ce CE-marked contributions, the router marked $marked"
     [ "$cnps" -gt 0 ] || fail "no CNP sent"
     [ "$received" -le "$cnps" ] || fail "the workers received $received CNPs, the appliance sent $cnps"
+    down=$(tb_exec rt nft -j list counter inet sumcast_ce ce_down | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]')
+    note "router marked $down results (and CNPs) CE; the workers saw $ce_seen CE-marked results"
+    [ "$ce_seen" -gt 0 ] && [ "$ce_seen" -le "$down" ] || fail "the workers saw $ce_seen CE-marked results of $down marked"
     [ "$decoded" -gt 0 ] || fail "tshark decoded no CNP in rank 0's capture"
     awk '$3 != "0xffff" && $3 != "65535" { bad = 1 } END { exit bad }' "$IT_WORK/cnps.log" ||
       fail "a CNP with another P_Key: $(sort -u "$IT_WORK/cnps.log" | head -3)"

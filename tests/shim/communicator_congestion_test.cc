@@ -212,6 +212,53 @@ TEST(CommunicatorCongestion, ReactionOffCountsCnpsOnly) {
   EXPECT_EQ(o.stats[0].window_min, kSlots);
 }
 
+// Marks the results numbered [from, to) (in arrival order) as having arrived with ECN = CE, as
+// the UDP transport does when IP_RECVTOS says so (its own test checks that part).
+class CeMarker final : public ForwardingTransport {
+ public:
+  CeMarker(std::unique_ptr<Transport> inner, uint64_t from, uint64_t to)
+      : ForwardingTransport(std::move(inner)), from_(from), to_(to) {}
+  size_t receive(std::span<Received> out) override {
+    const size_t n = inner_->receive(out);
+    for (size_t i = 0; i < n; ++i) {
+      if (out[i].cnp || out[i].hdr.type != wire::MsgType::kResult) continue;
+      out[i].ce = results_ >= from_ && results_ < to_;
+      ++results_;
+    }
+    return n;
+  }
+
+ private:
+  uint64_t from_, to_;
+  uint64_t results_ = 0;
+};
+
+// Results marked CE cut the window as CNPs do (a burst of them within the cut interval once),
+// and the window grows back; with the reaction off they change nothing. Exact either way.
+TEST(CommunicatorCongestion, CeMarkedResultsCutTheWindowOnceAnInterval) {
+  for (const bool reaction : {true, false}) {
+    SCOPED_TRACE(reaction ? "reaction on" : "reaction off");
+    CnpSeen seen;
+    CnpPlan none;
+    none.count = 0;
+    const Outcome o = run("ce-results", none, &seen, [&](int rank, CommConfig& c) {
+      c.cnp_reaction = reaction;
+      c.window_cut_interval_us = 60'000'000;  // the five marks fall into one interval: one cut
+      if (rank == 0) {
+        c.wrap_transport = [](std::unique_ptr<Transport> inner) {
+          return std::make_unique<CeMarker>(std::move(inner), 10, 15);
+        };
+      }
+    });
+    EXPECT_EQ(o.errors[0], "");
+    EXPECT_EQ(o.errors[1], "");
+    EXPECT_EQ(o.stats[0].window_cuts, reaction ? 1u : 0u);
+    EXPECT_EQ(o.stats[0].window_min, reaction ? kSlots / 2 : kSlots);
+    EXPECT_EQ(o.stats[0].window_now, kSlots);
+    EXPECT_EQ(o.stats[1].window_cuts, 0u);
+  }
+}
+
 // Small windows on both ranks (one slot at times, and different from each other) under loss
 // both ways: every chunk still completes exactly. A rank whose window is full of later chunks
 // while the oldest one waits would deadlock with a rank whose one slot holds that oldest chunk,

@@ -307,6 +307,33 @@ TEST(UdpTransport, CnpsToOurQpAreHandedOnAndBadOnesCounted) {
   EXPECT_EQ(drops(DropReason::kBadOpcode), 1u);
 }
 
+// With recv_ecn, a result that arrived marked CE says so (and is counted); one not marked, or
+// marked ECT(0) only, does not.
+TEST(UdpTransport, ResultsMarkedCeAreFlaggedWithRecvEcn) {
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  o.recv_ecn = true;
+  auto t = UdpTransport::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  Appliance app;
+  ASSERT_TRUE((*t)->add_peer(peer_of(app)).ok());
+  const Endpoint me = (*t)->local_endpoint();
+  const auto b = app.result(me, result_header(1), me.qpn, kQkey, std::vector<uint8_t>(16, 1));
+  for (const int tos : {0, 0x02, 0x03, 0x68 | 0x03}) {  // not-ECT, ECT(0), CE, DSCP 26 with CE
+    ASSERT_EQ(setsockopt(app.fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)), 0);
+    app.send_to(me, b);
+  }
+  std::vector<std::vector<uint8_t>> payloads;
+  const auto got = receive_n(**t, 4, &payloads);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_FALSE(got[0].ce);
+  EXPECT_FALSE(got[1].ce);
+  EXPECT_TRUE(got[2].ce);
+  EXPECT_TRUE(got[3].ce);
+  EXPECT_EQ((*t)->counters().ce_results, 2u);
+  EXPECT_EQ((*t)->counters().results, 4u);
+}
+
 // With verify_icrc off, a corrupted ICRC passes (for captures of NICs that compute it wrong).
 TEST(UdpTransport, IcrcCheckCanBeTurnedOff) {
   UdpTransportOptions o;

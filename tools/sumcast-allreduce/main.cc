@@ -162,7 +162,7 @@ void usage(FILE* f) {
                "  --verbose                  say which transport, GID, MTU and payload were chosen\n"
                "  --dscp D --ecn             DSCP (0..63) of contributions, and mark them ECT(0)\n"
                "                             (default 0, not-ECT; match the appliance's port.dscp)\n"
-               "  --cnp-reaction on|off      udp: cut the window when the appliance sends a CNP (default on)\n"
+               "  --cnp-reaction on|off      udp: cut the window on a CNP or a CE-marked result (default on)\n"
                "  --window-cut PCT --window-step N --window-cut-interval-us U   a CNP leaves PCT%% of the\n"
                "                             window (50), N slots regrow per window of results (1), at most\n"
                "                             one cut per U us (0: per smoothed RTT)\n"

@@ -211,6 +211,7 @@ Status Communicator::init() {
     to.port = c.udp_port;
     to.verify_icrc = c.verify_icrc;
     to.tos = c.tos();
+    to.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
     auto udp = UdpTransport::open(to);
     if (!udp.ok()) return udp.status();
     transport_ = std::move(udp).value();
@@ -456,9 +457,9 @@ void Communicator::on_received(uint64_t now) {
     for (size_t i = 0; i < n && failed_.ok(); ++i) {
       const Received& r = rx_[i];
       Appliance& a = *apps_[r.peer];
-      if (r.cnp) {  // rare (one per interval per appliance at most): a fresh clock for the cut interval
+      if (r.cnp || r.ce) {  // CNPs are rare (one per interval per appliance); a clock read each
         on_cnp(a, now_ns());
-        continue;
+        if (r.cnp) continue;
       }
       if (r.hdr.type == wire::MsgType::kAbort) {
         Status st = Status::aborted(where(a) + " aborted the job: " + abort_reason_text(r.hdr.status));
@@ -812,6 +813,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"duplicates", s.duplicates},
       {"rto_us", apps_.empty() ? 0 : apps_[0]->rto_us},
       {"cnps_received", s.transport.cnps},
+      {"rx_ce_results", s.transport.ce_results},
       {"window_cuts", s.window_cuts},
       {"window_grows", s.window_grows},
       {"window_now", s.window_now},

@@ -48,7 +48,8 @@
 // for a round the other holds back. The Timers and Fast retransmission rules hold unchanged
 // below S (with a window of 1 there is no later chunk to reveal a loss, so a lost chunk is
 // resent as the stall probe, once per RTO). The verbs transport never sees CNPs: its NIC's DCQCN
-// reacts to them.
+// reacts to them. A result that arrives marked CE (congestion on the way to us: results are the
+// heavier direction) cuts the window the same way, under the same interval (UDP: IP_RECVTOS).
 //
 // Failure. A chunk not answered after `retries` retransmissions, no result from an appliance for
 // op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path),
@@ -117,7 +118,7 @@ struct CommConfig {
   bool ecn = false;                      // mark contributions ECT(0); false: not-ECT
   uint8_t tos() const { return static_cast<uint8_t>((dscp & 0x3F) << 2 | (ecn ? 0x2 : 0)); }
   // Congestion window (see Congestion window above).
-  bool cnp_reaction = true;             // cut the window on CNPs; false: count them only
+  bool cnp_reaction = true;             // cut the window on CNPs and CE-marked results; false: count CNPs only
   uint32_t window_cut_percent = 50;     // a cut leaves this percent of the window (at least 1 slot), 1..99
   uint32_t window_step = 1;             // slots regained per window's worth of results without a cut, >= 1
   uint32_t window_cut_interval_us = 0;  // at most one cut per this long; 0: one per smoothed RTT

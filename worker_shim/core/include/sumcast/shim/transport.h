@@ -59,6 +59,7 @@ struct TransportCounters {
   uint64_t group_results = 0;  // ... of which arrived on a job's multicast group
   uint64_t aborts = 0;         // valid abort messages handed to the communicator
   uint64_t cnps = 0;           // valid congestion notifications (RoCEv2 CNPs) handed to the communicator
+  uint64_t ce_results = 0;     // valid results that arrived marked CE (UDP transport with recv_ecn)
   uint64_t drops[kDropReasonCount] = {};
 };
 
@@ -94,6 +95,7 @@ struct Received {
   // A RoCEv2 CNP from `peer` to our QP (the peer's network saw congestion on our contributions):
   // `hdr` and `payload` are then not set.
   bool cnp = false;
+  bool ce = false;  // a result whose IPv4 ECN field was CE: congestion on the way to us
 };
 
 class Transport {
