@@ -1361,6 +1361,13 @@ TEST(EngineTest, CeMarkedContributionsGetOneCnpPerIntervalAndStayExact) {
   EXPECT_EQ(get(e.counters().ce_marked), 3u);
   EXPECT_EQ(get(e.counters().cnps_sent), 1u);
   EXPECT_EQ(get(e.counters().slots_completed), 3u);
+  // The same marks per job and per member (rank 1 sent them all).
+  const std::vector<JobProgress> progress = e.progress();
+  ASSERT_EQ(progress.size(), 1u);
+  EXPECT_EQ(progress[0].ce_marked, 3u);
+  EXPECT_EQ(progress[0].cnps_sent, 1u);
+  EXPECT_EQ(e.member_ce_marked(job.job_id), (std::vector<uint64_t>{0, 3}));
+  EXPECT_TRUE(e.member_ce_marked(job.job_id + 1).empty());
   size_t cnps = 0;
   for (const auto& f : tx.frames()) {
     if (f.len < wire::kBthOffset + 1 || f.data[wire::kBthOffset] != 0x81) {
@@ -1398,6 +1405,31 @@ TEST(EngineTest, CeIsCountedWithoutCnpsWhenTheyAreOff) {
   EXPECT_EQ(get(e.counters().ce_marked), 1u);
   EXPECT_EQ(get(e.counters().cnps_sent), 0u);
   EXPECT_EQ(tx.frames().size(), 2u);  // the two results only
+  EXPECT_EQ(e.member_ce_marked(job.job_id), (std::vector<uint64_t>{1, 0}));
+}
+
+// A job record reused by a job of a larger world gets per-member counters for every rank, from
+// zero; the earlier job's marks are not carried over.
+TEST(EngineTest, PerMemberCeCountsStartFromZeroForEachJobOfAnyWorld) {
+  const EngineOptions o = appliance();
+  Engine e(o);
+  MemoryTxSink tx;
+  const JobSpec small = job_spec(6, Dtype::kFp32, ReduceOp::kSum, 2, 1);
+  ASSERT_TRUE(e.add_job(small).ok());
+  auto f = contribution(small, o, 1, {0, 0, 0, 0, 4});
+  f[wire::kIpOffset + 1] |= 0x03;
+  feed(e, tx, f);
+  EXPECT_EQ(e.member_ce_marked(small.job_id), (std::vector<uint64_t>{0, 1}));
+  e.remove_job(small.job_id, wire::AbortReason::kNone, tx);
+  EXPECT_TRUE(e.member_ce_marked(small.job_id).empty());
+  const JobSpec large = job_spec(7, Dtype::kFp32, ReduceOp::kSum, 4, 1);
+  ASSERT_TRUE(e.add_job(large).ok());
+  EXPECT_EQ(e.member_ce_marked(large.job_id), (std::vector<uint64_t>{0, 0, 0, 0}));
+  auto g = contribution(large, o, 3, {0, 0, 0, 0, 4});
+  g[wire::kIpOffset + 1] |= 0x03;
+  feed(e, tx, g);
+  EXPECT_EQ(e.member_ce_marked(large.job_id), (std::vector<uint64_t>{0, 0, 0, 1}));
+  EXPECT_EQ(e.progress()[0].ce_marked, 1u);
 }
 
 }  // namespace

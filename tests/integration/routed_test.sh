@@ -16,9 +16,13 @@
 #                router, but not routed by the appliance) is refused at registration at once,
 #                naming its address.
 #   ecn          port.ecn on, port.cnp_interval_us 1000, --ecn on the workers; the router marks 10% of
-#                the ECT(0) contributions CE (nftables, counted): the appliance counts exactly those
-#                (ce_marked), sends CNPs (cnps_sent), and rank 0's capture, decoded by tshark, holds
-#                CNPs (BTH opcode 0x81) to its QPN; results exact.
+#                the ECT(0) contributions CE (nftables, counted), and 10% of the results (the
+#                workers see them: rx_ce_results, at most as many): the appliance counts exactly those
+#                (ce_marked), per core and, in a quiet moment of the running job (--gap-us), the
+#                same per job and summed over its members (sumcastctl jobs); it sends CNPs
+#                (cnps_sent), rank 0's capture, decoded by tshark, holds CNPs (BTH opcode 0x81) to
+#                its QPN, and every rank received CNPs, cut its window and grew it back
+#                (cnps_received, window_cuts, window_grows); results exact.
 #   hosts        scale-out across the router: the appliance and the 4 worker hosts' own summation
 #                services (sumcast-allreduce --serve, the embedded service sumcast-serve runs; kernel
 #                routing) share every call; exact, and every host aggregator took part.
@@ -137,9 +141,11 @@ NFT
     tb_exec rt nft -f - <<'NFT'
 table inet sumcast_ce {
   counter ce_set { }
+  counter ce_down { }
   chain marking {
     type filter hook forward priority 0; policy accept;
     udp dport 4791 ip ecn ect0 numgen random mod 100 < 10 counter name ce_set ip ecn set ce
+    udp sport 4791 ip ecn ect0 numgen random mod 100 < 10 counter name ce_down ip ecn set ce
   }
 }
 NFT
@@ -149,9 +155,31 @@ NFT
     cap=$!
     IT_EXTRA_PIDS+=($cap)
     tb_wait_line "$IT_WORK/tshark.log" "Capturing on" 20 $cap || fail "tshark did not start capturing"
-    it_ranks ecn routed-ecn $N --counts 1,16385,262144 --iters 2 --warmup 0 --check --ecn
+    it_ranks ecn routed-ecn $N --counts 1,16385,262144 --iters 2 --warmup 0 --check --ecn --gap-us 300000
+    # While the job is registered and idle between two calls (--gap-us), the appliance's CE count
+    # per core (the only job since it started), the job's, and the sum of its members' agree.
+    ce_agree() {
+      local total line job sum
+      total=$(it_stat ce_marked)
+      line=$("$SUMCASTCTL" --prefix "$TB_PREFIX" jobs 2>/dev/null | grep -m1 'ECN:') || return 1
+      job=$(sed -E 's/.*ECN: ([0-9]+) contributions.*/\1/' <<<"$line")
+      sum=$(grep -oE '[0-9]+:[0-9]+' <<<"$line" | awk -F: '{ n += $2 } END { print n + 0 }')
+      [ "$job" -gt 0 ] && [ "$job" = "$total" ] && [ "$sum" = "$job" ] && [ "$(it_stat ce_marked)" = "$total" ] ||
+        return 1
+      CE_LINE=$line
+    }
+    it_until 40 ce_agree || fail "no moment of the running job when its CE marks, its members' and the cores' agreed"
+    note "in a pause of the job: ${CE_LINE#"${CE_LINE%%ECN*}"}"
     it_wait 60 || fail "hung"
     it_expect_exact ecn $N 3
+    received=0 ce_seen=0
+    for ((i = 0; i < N; i++)); do
+      ce_seen=$((ce_seen + $(it_counter ecn $i rx_ce_results)))
+      r=$(it_counter ecn $i cnps_received) c=$(it_counter ecn $i window_cuts) g=$(it_counter ecn $i window_grows)
+      note "rank $i: $r CNPs received, window cut $c times, grown $g times, smallest $(it_counter ecn $i window_min), at the end $(it_counter ecn $i window_now)"
+      [ "$r" -gt 0 ] && [ "$c" -gt 0 ] && [ "$g" -gt 0 ] || fail "rank $i did not receive CNPs, cut and regrow its window"
+      received=$((received + r))
+    done
     # tshark decodes what dumpcap wrote with some delay: wait (bounded) for the first CNP line,
     # then for a quiet moment of its output, before stopping it.
     it_until 10 grep -q '^129' "$IT_WORK/cnps.log" || true
@@ -167,10 +195,14 @@ NFT
     [ "$marked" -gt 0 ] || fail "the router marked nothing"
     [ "$ce" = "$marked" ] || fail "the appliance counted $ce CE-marked contributions, the router marked $marked"
     [ "$cnps" -gt 0 ] || fail "no CNP sent"
+    [ "$received" -le "$cnps" ] || fail "the workers received $received CNPs, the appliance sent $cnps"
+    down=$(tb_exec rt nft -j list counter inet sumcast_ce ce_down | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]')
+    note "router marked $down results (and CNPs) CE; the workers saw $ce_seen CE-marked results"
+    [ "$ce_seen" -gt 0 ] && [ "$ce_seen" -le "$down" ] || fail "the workers saw $ce_seen CE-marked results of $down marked"
     [ "$decoded" -gt 0 ] || fail "tshark decoded no CNP in rank 0's capture"
     awk '$3 != "0xffff" && $3 != "65535" { bad = 1 } END { exit bad }' "$IT_WORK/cnps.log" ||
       fail "a CNP with another P_Key: $(sort -u "$IT_WORK/cnps.log" | head -3)"
-    echo "PASS: ecn: $marked CE marks all counted, $cnps CNPs sent and decoded by tshark on a worker; exact"
+    echo "PASS: ecn: $marked CE marks all counted (per core, job and member), $cnps CNPs sent, decoded by tshark and received by the workers, which cut and regrew their windows; exact"
     ;;
   hosts)
     aggs=(--appliance "$TB_MGMT_IP:4790")

@@ -36,6 +36,24 @@ TEST(EnvConfig, DefaultsApplyWhenOnlyTheApplianceIsGiven) {
   EXPECT_EQ(c.token, "");
 }
 
+TEST(EnvConfig, CongestionWindowKnobsDefaultAndParse) {
+  const MpiConfig defaults;
+  EXPECT_TRUE(defaults.cnp_reaction);
+  EXPECT_EQ(defaults.window_cut, 50u);
+  EXPECT_EQ(defaults.window_step, 1u);
+  const LoadedConfig lc = load({{"SUMCAST_MPI_APPLIANCES", "10.0.0.1:4790"},
+                                {"SUMCAST_MPI_CNP_REACTION", "0"},
+                                {"SUMCAST_MPI_WINDOW_CUT", "20"},
+                                {"SUMCAST_MPI_WINDOW_STEP", "3"}});
+  ASSERT_TRUE(lc.status.ok()) << lc.status.to_string();
+  EXPECT_FALSE(lc.config.cnp_reaction);
+  EXPECT_EQ(lc.config.window_cut, 20u);
+  EXPECT_EQ(lc.config.window_step, 3u);
+  const LoadedConfig bad = load({{"SUMCAST_MPI_APPLIANCES", "10.0.0.1:4790"}, {"SUMCAST_MPI_WINDOW_CUT", "0"}});
+  EXPECT_FALSE(bad.status.ok());
+  EXPECT_NE(bad.status.message().find("SUMCAST_MPI_WINDOW_CUT"), std::string::npos) << bad.status.message();
+}
+
 TEST(EnvConfig, MissingApplianceListIsTheProblem) {
   const LoadedConfig lc = load({});
   ASSERT_FALSE(lc.status.ok());

@@ -87,6 +87,28 @@ TEST(PluginConfig, MulticastIsAskedForWithOneAndRefusesOtherValues) {
   EXPECT_NE(c.status().message().find("SUMCAST_MULTICAST=yes"), std::string::npos) << c.status().message();
 }
 
+TEST(PluginConfig, CongestionWindowKnobsDefaultAndParse) {
+  Env dflt{{{"SUMCAST_NCCL_CONF", "/dev/null"}}};
+  auto c = load_config(dflt.getter());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->cnp_reaction);
+  EXPECT_EQ(c->window_cut_percent, 50u);
+  EXPECT_EQ(c->window_step, 1u);
+  Env set{{{"SUMCAST_NCCL_CONF", "/dev/null"},
+           {"SUMCAST_CNP_REACTION", "0"},
+           {"SUMCAST_WINDOW_CUT", "25"},
+           {"SUMCAST_WINDOW_STEP", "4"}}};
+  c = load_config(set.getter());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->cnp_reaction);
+  EXPECT_EQ(c->window_cut_percent, 25u);
+  EXPECT_EQ(c->window_step, 4u);
+  Env bad{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"SUMCAST_WINDOW_CUT", "100"}}};
+  c = load_config(bad.getter());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("SUMCAST_WINDOW_CUT=100"), std::string::npos) << c.status().message();
+}
+
 TEST(PluginConfig, MissingExplicitFileIsAnError) {
   Env env{{{"SUMCAST_NCCL_CONF", "/nonexistent/nccl.conf"}}};
   EXPECT_FALSE(load_config(env.getter()).ok());

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "appliance_socket.h"
 #include "shim_test_util.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/shim/address.h"
@@ -31,31 +32,8 @@ constexpr uint32_t kJob = 77;
 constexpr uint32_t kQkey = 0x1234567;
 
 // A plain UDP socket playing the appliance.
-struct Appliance {
-  int fd = -1;
-  uint32_t ip = kLoopback;
-  uint16_t port = 0;
-  explicit Appliance(uint32_t bind_ip = kLoopback) : ip(bind_ip) {
-    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(ip);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    const int pmtu = IP_PMTUDISC_DO;
-    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-  }
-  ~Appliance() { close(fd); }
-  void send_to(const Endpoint& to, const std::vector<uint8_t>& bytes) const {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(to.udp_port);
-    a.sin_addr.s_addr = htonl(to.ip);
-    ASSERT_EQ(sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof(a)),
-              static_cast<ssize_t>(bytes.size()));
-  }
+struct Appliance : testing::ApplianceSocket {
+  explicit Appliance(uint32_t bind_ip = kLoopback) : ApplianceSocket(bind_ip) {}
   // A result datagram from this appliance to `to`, ICRC stamped for the kernel's headers.
   std::vector<uint8_t> result(const Endpoint& to, wire::SumcastHeader h, uint32_t dest_qp, uint32_t qkey,
                               const std::vector<uint8_t>& payload) const {
@@ -66,12 +44,7 @@ struct Appliance {
     a.qkey = qkey;
     wire::write_roce_headers(b.data(), a, h, payload.size());
     if (!payload.empty()) std::memcpy(b.data() + wire::kRoceHeadersLen, payload.data(), payload.size());
-    icrc::UdpFields f;
-    f.src_ip = ip;
-    f.dst_ip = to.ip;
-    f.src_port = port;
-    f.dst_port = to.udp_port;
-    icrc::stamp_udp(f, std::span<uint8_t>(b.data(), b.size()));
+    stamp(to, b);
     return b;
   }
 };
@@ -296,6 +269,69 @@ TEST(UdpTransport, ReceiveAcceptsValidResultsAndCountsEachRejection) {
   EXPECT_EQ(drops(DropReason::kDtypeMismatch), 1u);
   EXPECT_EQ(drops(DropReason::kOpMismatch), 1u);
   EXPECT_EQ(drops(DropReason::kTruncatedBth), 1u);
+}
+
+// A CNP (no Sumcast header: the peer is the appliance at its source) to our QP is handed on as
+// one; a CNP with a bad ICRC, to another QP, from a stranger, or not of a CNP's length is counted.
+TEST(UdpTransport, CnpsToOurQpAreHandedOnAndBadOnesCounted) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  Appliance app;
+  Appliance stranger(0x7F000009);
+  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+  const Endpoint me = t->local_endpoint();
+  const auto good = app.cnp(me, me.qpn);
+  app.send_to(me, good);  // accepted
+  auto bad_icrc = good;
+  bad_icrc.back() ^= 1;
+  app.send_to(me, bad_icrc);                       // bad_icrc
+  app.send_to(me, app.cnp(me, me.qpn + 1));        // bad_dest_qp
+  stranger.send_to(me, stranger.cnp(me, me.qpn));  // unknown_source
+  auto longer = good;
+  longer.resize(good.size() + 4);
+  app.send_to(me, longer);  // bad_opcode: not a CNP's length, and no UD SEND_ONLY either
+
+  std::vector<std::vector<uint8_t>> payloads;
+  auto got = receive_n(*t, 5, &payloads);
+  const TransportCounters& c = t->counters();
+  EXPECT_EQ(c.rx_packets, 5u);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].cnp);
+  EXPECT_EQ(got[0].peer, 0u);
+  EXPECT_EQ(c.cnps, 1u);
+  EXPECT_EQ(c.results, 0u);
+  auto drops = [&](DropReason r) { return c.drops[static_cast<size_t>(r)]; };
+  EXPECT_EQ(drops(DropReason::kBadIcrc), 1u);
+  EXPECT_EQ(drops(DropReason::kBadDestQp), 1u);
+  EXPECT_EQ(drops(DropReason::kUnknownSource), 1u);
+  EXPECT_EQ(drops(DropReason::kBadOpcode), 1u);
+}
+
+// With recv_ecn, a result that arrived marked CE says so (and is counted); one not marked, or
+// marked ECT(0) only, does not.
+TEST(UdpTransport, ResultsMarkedCeAreFlaggedWithRecvEcn) {
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  o.recv_ecn = true;
+  auto t = UdpTransport::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  Appliance app;
+  ASSERT_TRUE((*t)->add_peer(peer_of(app)).ok());
+  const Endpoint me = (*t)->local_endpoint();
+  const auto b = app.result(me, result_header(1), me.qpn, kQkey, std::vector<uint8_t>(16, 1));
+  for (const int tos : {0, 0x02, 0x03, 0x68 | 0x03}) {  // not-ECT, ECT(0), CE, DSCP 26 with CE
+    ASSERT_EQ(setsockopt(app.fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)), 0);
+    app.send_to(me, b);
+  }
+  std::vector<std::vector<uint8_t>> payloads;
+  const auto got = receive_n(**t, 4, &payloads);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_FALSE(got[0].ce);
+  EXPECT_FALSE(got[1].ce);
+  EXPECT_TRUE(got[2].ce);
+  EXPECT_TRUE(got[3].ce);
+  EXPECT_EQ((*t)->counters().ce_results, 2u);
+  EXPECT_EQ((*t)->counters().results, 4u);
 }
 
 // With verify_icrc off, a corrupted ICRC passes (for captures of NICs that compute it wrong).

@@ -217,6 +217,9 @@ Snapshot sample_snapshot() {
   a.multicast_group = "239.255.77.3";
   a.group_frames = 321;
   a.unicast_answers = 4;
+  a.ce_marked = 30;
+  a.cnps_sent = 6;
+  a.member_ce_marked = {0, 10, 20};
   JobMetrics b;
   b.job_id = 9;
   b.name = "waiting";
@@ -264,6 +267,13 @@ TEST(PrometheusTest, OutputParsesAndEveryValueIsTheSnapshots) {
       value(p, "sumcast_job_multicast", {{"job_id", "7"}, {"job_name", s.jobs[0].name}, {"group", "239.255.77.3"}}), 1);
   EXPECT_EQ(value(p, "sumcast_job_group_frames_total", a), 321);
   EXPECT_EQ(value(p, "sumcast_job_unicast_answers_total", a), 4);
+  EXPECT_EQ(value(p, "sumcast_job_ce_marked_total", a), 30);
+  EXPECT_EQ(value(p, "sumcast_job_cnps_sent_total", a), 6);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(value(p, "sumcast_job_member_ce_marked_total",
+                    {{"job_id", "7"}, {"job_name", s.jobs[0].name}, {"rank", std::to_string(r)}}),
+              r * 10);
+  }
   EXPECT_EQ(value(p, "sumcast_job_multicast", {{"job_id", "9"}, {"job_name", "waiting"}, {"group", ""}}), 0);
   const LabelSet b = {{"job_id", "9"}, {"job_name", "waiting"}};
   EXPECT_EQ(value(p, "sumcast_job_registered_ranks", b), 2);

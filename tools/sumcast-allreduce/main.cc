@@ -99,6 +99,10 @@ struct Options {
   bool verbose = false;        // --verbose: say which transport, GID, MTU and payload were chosen
   uint32_t dscp = 0;           // --dscp: DSCP of contributions
   bool ecn = false;            // --ecn: mark contributions ECT(0)
+  bool cnp_reaction = true;    // --cnp-reaction on|off
+  uint32_t window_cut = 50;    // --window-cut PERCENT
+  uint32_t window_step = 1;    // --window-step N
+  uint32_t window_cut_us = 0;  // --window-cut-interval-us U
   uint32_t payload = 1024;
   bool payload_explicit = false;
   uint32_t slots = 0;
@@ -159,6 +163,10 @@ void usage(FILE* f) {
                "  --verbose                  say which transport, GID, MTU and payload were chosen\n"
                "  --dscp D --ecn             DSCP (0..63) of contributions, and mark them ECT(0)\n"
                "                             (default 0, not-ECT; match the appliance's port.dscp)\n"
+               "  --cnp-reaction on|off      udp: cut the window on a CNP or a CE-marked result (default on)\n"
+               "  --window-cut PCT --window-step N --window-cut-interval-us U   a CNP leaves PCT%% of the\n"
+               "                             window (50), N slots regrow per window of results (1), at most\n"
+               "                             one cut per U us (0: per smoothed RTT)\n"
                "  --rto-us U --retries N --op-timeout-ms T   reliability knobs (5000, 100, 30000)\n"
                "  --serve IP[:PORT]          also host an embedded summation service (UDP 4791, control\n"
                "                             PORT, default 4790) and use it when no --appliance is given;\n"
@@ -277,6 +285,14 @@ int parse_args(int argc, char** argv, Options* o) {
       o->ecn = true;
     } else if ((v = need(i)) == nullptr) {
       return 2;
+    } else if (a == "--cnp-reaction") {
+      ok = std::string(v) == "on" || std::string(v) == "off", o->cnp_reaction = std::string(v) == "on";
+    } else if (a == "--window-cut") {
+      ok = parse_int(v, 1, 99, &n), o->window_cut = static_cast<uint32_t>(n);
+    } else if (a == "--window-step") {
+      ok = parse_int(v, 1, 65535, &n), o->window_step = static_cast<uint32_t>(n);
+    } else if (a == "--window-cut-interval-us") {
+      ok = parse_int(v, 0, 60000000, &n), o->window_cut_us = static_cast<uint32_t>(n);
     } else if (a == "--appliance" || a == "--host-agg") {
       AggregatorSpec spec;
       std::string text = v;
@@ -955,6 +971,10 @@ int main(int argc, char** argv) {
   base.rdma_interface = o.rdma_interface;
   base.dscp = static_cast<uint8_t>(o.dscp);
   base.ecn = o.ecn;
+  base.cnp_reaction = o.cnp_reaction;
+  base.window_cut_percent = o.window_cut;
+  base.window_step = o.window_step;
+  base.window_cut_interval_us = o.window_cut_us;
   base.slots = static_cast<uint16_t>(o.slots);
   base.bind_ip = o.bind_ip;
   base.rto_initial_us = o.rto_us;
@@ -1002,18 +1022,22 @@ int main(int argc, char** argv) {
   if (service) service->wait_until_no_jobs(o.op_timeout_ms != 0 ? o.op_timeout_ms : 60000);
 
   if (printer) {
+    // With --json the last row also carries the first local rank's counters (all of them).
+    nlohmann::ordered_json counters = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : sh.stats) counters[name] = value;
     for (const Row& r : sh.rows) {
       const double algbw = r.time_us > 0 ? static_cast<double>(r.bytes) / (r.time_us * 1e3) : 0;
       if (o.json) {
-        const nlohmann::ordered_json row = {{"size", r.bytes},
-                                            {"count", r.count},
-                                            {"type", sumcast::wire::dtype_name(o.dtype)},
-                                            {"redop", sumcast::wire::reduce_op_name(o.op)},
-                                            {"time_us", r.time_us},
-                                            {"algbw_gbps", algbw},
-                                            {"busbw_gbps", algbw},
-                                            {"wrong", o.check ? nlohmann::ordered_json(r.wrong) : nullptr},
-                                            {"world", o.world}};
+        nlohmann::ordered_json row = {{"size", r.bytes},
+                                      {"count", r.count},
+                                      {"type", sumcast::wire::dtype_name(o.dtype)},
+                                      {"redop", sumcast::wire::reduce_op_name(o.op)},
+                                      {"time_us", r.time_us},
+                                      {"algbw_gbps", algbw},
+                                      {"busbw_gbps", algbw},
+                                      {"wrong", o.check ? nlohmann::ordered_json(r.wrong) : nullptr},
+                                      {"world", o.world}};
+        if (&r == &sh.rows.back()) row["counters"] = counters;
         std::printf("%s\n", row.dump().c_str());
       } else {
         std::printf(" %11" PRIu64 " %13" PRIu64 " %6s %6s %11.1f %9.3f %9.3f %8s\n", r.bytes, r.count,

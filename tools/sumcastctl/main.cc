@@ -318,6 +318,17 @@ int cmd_jobs(const Options& o) {
                 uint_at(j, "job_id"), string_at(j, "name").c_str(), uint_at(j, "world_size"), uint_at(j, "registered"),
                 string_at(j, "dtype").c_str(), string_at(j, "op").c_str(), uint_at(j, "running") != 0 ? "yes" : "no",
                 uint_at(j, "slots_completed"), uint_at(j, "ms_since_progress"), results.c_str());
+    if (uint_at(j, "ce_marked") != 0) {  // ECN: the marks by rank come from /sumcast/members
+      std::string by_rank;
+      Result<Json> m = (*client)->query("/sumcast/members," + std::to_string(uint_at(j, "job_id")));
+      if (const Json* ce = m.ok() ? find(*m, "ce_marked") : nullptr; ce != nullptr && ce->is_array()) {
+        for (size_t r = 0; r < ce->size(); ++r) {
+          by_rank += (r ? " " : "") + std::to_string(r) + ":" + std::to_string(as_uint((*ce)[r]));
+        }
+      }
+      std::printf("%8s  ECN: %" PRIu64 " contributions marked CE (by rank %s), %" PRIu64 " CNPs sent\n", "",
+                  uint_at(j, "ce_marked"), by_rank.empty() ? "unknown" : by_rank.c_str(), uint_at(j, "cnps_sent"));
+    }
     ++shown;
   }
   if (shown == 0) std::printf("(no jobs)\n");

@@ -129,6 +129,9 @@ struct JobTraffic {
   std::string group;  // dotted quad, "" unless multicast
   uint64_t group_frames = 0;
   uint64_t unicast_answers = 0;
+  uint64_t ce_marked = 0;  // contributions marked CE, and the CNPs sent for them
+  uint64_t cnps_sent = 0;
+  std::vector<uint64_t> member_ce_marked;  // by rank
 };
 JobTraffic job_traffic(const TelemetrySource& source, const control::JobInfo& j) {
   JobTraffic t;
@@ -139,7 +142,12 @@ JobTraffic job_traffic(const TelemetrySource& source, const control::JobInfo& j)
       if (p.job_id != j.job_id) continue;
       t.group_frames += p.group_frames;
       t.unicast_answers += p.unicast_answers;
+      t.ce_marked += p.ce_marked;
+      t.cnps_sent += p.cnps_sent;
     }
+    const std::vector<uint64_t> by_rank = core->engine->member_ce_marked(j.job_id);
+    if (t.member_ce_marked.size() < by_rank.size()) t.member_ce_marked.resize(by_rank.size());
+    for (size_t r = 0; r < by_rank.size(); ++r) t.member_ce_marked[r] += by_rank[r];
   }
   return t;
 }
@@ -169,6 +177,9 @@ int handle_jobs(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
     rte_tel_data_add_dict_string(c, "multicast_group", t.group.c_str());
     rte_tel_data_add_dict_u64(c, "group_frames", t.group_frames);
     rte_tel_data_add_dict_u64(c, "unicast_answers", t.unicast_answers);
+    // ECN: the job's CE-marked contributions (in total and by rank) and the CNPs sent for them.
+    rte_tel_data_add_dict_u64(c, "ce_marked", t.ce_marked);
+    rte_tel_data_add_dict_u64(c, "cnps_sent", t.cnps_sent);
     add_container(d, "job" + std::to_string(j.job_id), c);
   }
   const control::ServerCounters s = g_source->server->counters();
@@ -188,6 +199,32 @@ int handle_jobs(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
     add_container(d, "server", c);
   }
   return 0;
+}
+
+// One job's per-member counters: /sumcast/members,<job_id> -> {job_id, world_size,
+// ce_marked: [by rank]} (a separate command: DPDK's telemetry nests containers one level deep).
+int handle_members(const char* /*cmd*/, const char* params, rte_tel_data* d) {
+  std::shared_lock<std::shared_mutex> lock(g_mu);
+  if (g_source == nullptr || g_source->server == nullptr || params == nullptr) return -1;
+  char* end = nullptr;
+  const unsigned long id = std::strtoul(params, &end, 10);
+  if (end == params || *end != '\0') return -1;
+  for (const control::JobInfo& j : g_source->server->jobs()) {
+    if (j.job_id != id) continue;
+    const JobTraffic t = job_traffic(*g_source, j);
+    rte_tel_data_start_dict(d);
+    rte_tel_data_add_dict_u64(d, "job_id", j.job_id);
+    rte_tel_data_add_dict_u64(d, "world_size", j.world_size);
+    rte_tel_data* a = rte_tel_data_alloc();
+    if (a == nullptr) return 0;
+    rte_tel_data_start_array(a, RTE_TEL_U64_VAL);
+    for (uint64_t v : t.member_ce_marked) {
+      if (rte_tel_data_add_array_u64(a, v) != 0) break;  // DPDK's array is full (512 ranks)
+    }
+    add_container(d, "ce_marked", a);
+    return 0;
+  }
+  return -1;
 }
 
 rte_tel_data* string_array(const std::vector<std::string>& values) {
@@ -479,6 +516,9 @@ telemetry::Snapshot prometheus_snapshot(const TelemetrySource& source) {
       m.multicast_group = t.group;
       m.group_frames = t.group_frames;
       m.unicast_answers = t.unicast_answers;
+      m.ce_marked = t.ce_marked;
+      m.cnps_sent = t.cnps_sent;
+      m.member_ce_marked = t.member_ce_marked;
       s.jobs.push_back(std::move(m));
     }
     const control::ServerCounters sc = source.server->counters();
@@ -509,6 +549,7 @@ Status register_telemetry(const TelemetrySource* source) {
       {"/sumcast/stats", handle_stats,
        "Sumcast counters: totals and per core. Parameters: none, \"total\", or a core index"},
       {"/sumcast/jobs", handle_jobs, "Sumcast jobs and control-plane counters. No parameters"},
+      {"/sumcast/members", handle_members, "One job's counters by member (rank). Parameter: the job id"},
       {"/sumcast/config", handle_config, "The agg.conf sumcastd runs with. No parameters"},
       {"/sumcast/port", handle_port, "The data port's probed capabilities and offload path. No parameters"},
       {"/sumcast/version", handle_version, "sumcastd and DPDK versions. No parameters"},

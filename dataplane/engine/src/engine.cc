@@ -58,11 +58,7 @@ constexpr uint16_t kArpOpReply = 2;
 constexpr uint32_t kMaxWorld = wire::kRankMulticast;
 constexpr uint8_t kEcnMask = 0x03;  // the ECN field of the IPv4 TOS byte
 constexpr uint8_t kEcnCe = 0x03;    // congestion experienced
-constexpr uint8_t kOpcodeCnp = 0x81;
-constexpr uint8_t kBthBecn = 0x40;  // BTH byte 4: BECN
-constexpr size_t kCnpReservedLen = 16;
-constexpr size_t kCnpLen =
-    wire::kBthOffset + 12 + kCnpReservedLen + wire::kIcrcLen;  // ranks 0..0xFFFE; 0xFFFF means multicast
+constexpr size_t kCnpLen = wire::kBthOffset + wire::kCnpRoceLen;
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -124,6 +120,8 @@ struct Job {
   uint32_t mcast_ip = 0;
   uint8_t mcast_mac[6] = {};
   void* memory = nullptr;
+  // Per member: CE-marked contributions (the ProgressEntry's array, which outlives the job).
+  std::atomic<uint64_t>* member_ce = nullptr;
   // The headers of a result to member 0, as wire::write_frame_headers writes them for a payload
   // of 0 bytes: replicate() copies them and sets the lengths and the chunk's fields.
   alignas(16) uint8_t result_headers[wire::kPayloadOffset] = {};
@@ -148,6 +146,14 @@ struct ProgressEntry {
   std::atomic<uint64_t> opened{0};           // rounds opened; opened - completed = rounds waiting for ranks
   std::atomic<uint64_t> group_frames{0};     // results and aborts sent to the job's group
   std::atomic<uint64_t> unicast_answers{0};  // stored results re-sent to one member
+  std::atomic<uint64_t> ce_marked{0};        // contributions that arrived marked CE
+  std::atomic<uint64_t> cnps_sent{0};        // CNPs sent for them
+  // Per member: CE-marked contributions, `members` entries of `member_ce` (the job's world). The
+  // array only grows (a larger world gets a new one) and lives as long as the engine, so a reader
+  // on another thread never holds freed memory; `member_cap` is the lcore's own.
+  std::atomic<std::atomic<uint64_t>*> member_ce{nullptr};
+  std::atomic<uint32_t> members{0};
+  uint32_t member_cap = 0;
 };
 constexpr uint64_t kActiveBit = uint64_t{1} << 32;
 
@@ -291,6 +297,7 @@ struct Engine::Impl {
   const kernels::KernelTable* kt;
   std::unique_ptr<Job[]> jobs;
   std::unique_ptr<ProgressEntry[]> progress;
+  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> member_ce_arrays;  // every ProgressEntry::member_ce
   uint32_t active_jobs = 0;
   std::vector<int32_t> table;  // job index, or -1 when empty
   uint32_t table_mask_ = 0;
@@ -735,10 +742,12 @@ void Engine::Impl::answer_arp(const uint8_t* frame, uint32_t len, TxSink& tx) {
 // The CNP: Ethernet | IPv4 (our TOS, DF) | UDP to the member's port | BTH (opcode 0x81, BECN,
 // P_Key 0xFFFF, DestQP = the member's QPN, PSN 0) | 16 reserved zero bytes | ICRC.
 void Engine::Impl::congested(const Pending& c, TxSink& tx) {
-  bump(counters.ce_marked);
-  if (opt.cnp_interval_ticks == 0) return;
   Job& j = *c.job;
   const uint16_t rank = c.pkt.hdr.rank;
+  bump(counters.ce_marked);
+  bump(progress[j.index].ce_marked);
+  bump(j.member_ce[rank]);
+  if (opt.cnp_interval_ticks == 0) return;
   uint64_t& last = j.last_cnp[rank];
   if (last != 0 && now - last < opt.cnp_interval_ticks) return;
   const Member& m = j.members[rank];
@@ -763,15 +772,12 @@ void Engine::Impl::congested(const Pending& c, TxSink& tx) {
   store_be16(udp, wire::kRoceUdpPort);
   store_be16(udp + 2, m.udp_port);
   store_be16(udp + 4, static_cast<uint16_t>(kCnpLen - wire::kUdpOffset));
-  uint8_t* bth = buf + wire::kBthOffset;
-  bth[0] = kOpcodeCnp;
-  store_be16(bth + 2, 0xFFFF);
-  bth[4] = kBthBecn;
-  store_be24(bth + 5, m.qpn);
+  wire::write_cnp(buf + wire::kBthOffset, m.qpn);
   icrc::stamp(std::span<uint8_t>(ip, kCnpLen - wire::kIpOffset));
   tx.submit(buf, static_cast<uint32_t>(kCnpLen));
   last = now != 0 ? now : 1;
   bump(counters.cnps_sent);
+  bump(progress[j.index].cnps_sent);
   bump(counters.tx_packets);
   bump(counters.tx_bytes, kCnpLen);
 }
@@ -832,6 +838,15 @@ Status Engine::add_job(const JobSpec& spec) {
   const size_t total = members_bytes + dest_crc_bytes + opened_at_bytes + slots_bytes + acc_bytes + shadow_bytes +
                        stage_bytes + cnp_bytes;
 
+  ProgressEntry& pe = m.progress[index];
+  if (pe.member_cap < world) {  // a larger world than this record had: a new per-member array
+    std::unique_ptr<std::atomic<uint64_t>[]> a(new (std::nothrow) std::atomic<uint64_t>[world]);
+    if (!a) return Status::unavailable(what("could not allocate its per-member counters"));
+    pe.members.store(0, std::memory_order_relaxed);
+    pe.member_ce.store(a.get(), std::memory_order_release);
+    pe.member_cap = static_cast<uint32_t>(world);
+    m.member_ce_arrays.push_back(std::move(a));
+  }
   auto* mem = static_cast<uint8_t*>(m.allocate(total, o.alloc_ctx));
   if (mem == nullptr) {
     return Status::unavailable(what(
@@ -907,11 +922,15 @@ Status Engine::add_job(const JobSpec& spec) {
   }
 
   m.table_insert(index);
-  ProgressEntry& pe = m.progress[index];
+  j.member_ce = pe.member_ce.load(std::memory_order_relaxed);
+  for (size_t r = 0; r < world; ++r) j.member_ce[r].store(0, std::memory_order_relaxed);
+  pe.members.store(static_cast<uint32_t>(world), std::memory_order_release);
   pe.completed.store(0, std::memory_order_relaxed);
   pe.opened.store(0, std::memory_order_relaxed);
   pe.group_frames.store(0, std::memory_order_relaxed);
   pe.unicast_answers.store(0, std::memory_order_relaxed);
+  pe.ce_marked.store(0, std::memory_order_relaxed);
+  pe.cnps_sent.store(0, std::memory_order_relaxed);
   pe.key.store(kActiveBit | spec.job_id, std::memory_order_release);
   ++m.active_jobs;
   bump(m.counters.jobs_active);
@@ -1016,9 +1035,24 @@ std::vector<JobProgress> Engine::progress() const {
     // Approximate while the lcore runs: consumers treat opened < completed as no rounds waiting.
     const uint64_t completed = e.completed.load(std::memory_order_acquire);
     out.push_back({static_cast<uint32_t>(key), completed, e.opened.load(std::memory_order_acquire),
-                   e.group_frames.load(std::memory_order_relaxed), e.unicast_answers.load(std::memory_order_relaxed)});
+                   e.group_frames.load(std::memory_order_relaxed), e.unicast_answers.load(std::memory_order_relaxed),
+                   e.ce_marked.load(std::memory_order_relaxed), e.cnps_sent.load(std::memory_order_relaxed)});
   }
   return out;
+}
+
+std::vector<uint64_t> Engine::member_ce_marked(uint32_t job_id) const {
+  const uint32_t records = std::max<uint32_t>(impl_->opt.max_jobs, 1);
+  for (uint32_t i = 0; i < records; ++i) {
+    const ProgressEntry& e = impl_->progress[i];
+    if (e.key.load(std::memory_order_acquire) != (kActiveBit | job_id)) continue;
+    const uint32_t n = e.members.load(std::memory_order_acquire);
+    const std::atomic<uint64_t>* a = e.member_ce.load(std::memory_order_acquire);
+    std::vector<uint64_t> out(n);
+    for (uint32_t r = 0; r < n; ++r) out[r] = a[r].load(std::memory_order_relaxed);
+    return out;
+  }
+  return {};
 }
 
 const EngineOptions& Engine::options() const { return impl_->opt; }

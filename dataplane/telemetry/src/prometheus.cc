@@ -246,6 +246,18 @@ std::string render_prometheus(const Snapshot& s) {
     w.family("sumcast_job_unicast_answers_total", "counter",
              "Stored results of the job re-sent by unicast to the one rank that asked again.");
     for (const JobMetrics& j : s.jobs) w.sample("sumcast_job_unicast_answers_total", job_labels(j), j.unicast_answers);
+    w.family("sumcast_job_ce_marked_total", "counter", "Contributions of the job that arrived marked CE.");
+    for (const JobMetrics& j : s.jobs) w.sample("sumcast_job_ce_marked_total", job_labels(j), j.ce_marked);
+    w.family("sumcast_job_cnps_sent_total", "counter", "CNPs sent to the job's members for CE-marked contributions.");
+    for (const JobMetrics& j : s.jobs) w.sample("sumcast_job_cnps_sent_total", job_labels(j), j.cnps_sent);
+    w.family("sumcast_job_member_ce_marked_total", "counter", "Contributions of one rank of the job marked CE.");
+    for (const JobMetrics& j : s.jobs) {
+      for (size_t r = 0; r < j.member_ce_marked.size(); ++r) {
+        Labels l = job_labels(j);
+        l.emplace_back("rank", std::to_string(r));
+        w.sample("sumcast_job_member_ce_marked_total", l, j.member_ce_marked[r]);
+      }
+    }
   }
 
   for (const NamedValue& c : s.control) {

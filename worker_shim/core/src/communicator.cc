@@ -113,6 +113,19 @@ struct Communicator::Appliance {
   uint32_t rto_floor_us = 0;
   uint64_t next_probe_ns = 0;  // no stall probe before this
   uint64_t tx_seq = 0;         // transmissions to this appliance so far (orders them within a batch)
+  // Congestion window (see the header): at most `window` slots busy, except for chunk `low`.
+  uint32_t window = 0;
+  uint32_t window_min = 0;
+  uint64_t last_cut_ns = 0;        // 0: never cut
+  uint64_t clean_results = 0;      // results since the last cut or increase
+  uint64_t low = 0;                // the smallest chunk index not answered yet
+  std::vector<uint64_t> deferred;  // min-heap of chunks whose slot is free, held back by the window
+
+  // Whether chunk g's result arrived: its slot moved past it, or holds it completed.
+  bool answered(uint64_t g) const {
+    const Slot& sl = slots[g % slot_count];
+    return sl.g > g || (sl.g == g && !sl.busy && sl.completed_once);
+  }
 };
 
 Communicator::Communicator(const CommConfig& config) : config_(config) {}
@@ -151,6 +164,10 @@ Status Communicator::init() {
     return Status::invalid_argument("need 0 < rto_initial_us <= rto_max_us");
   }
   if (c.appliances.empty()) return Status::invalid_argument("no appliance address given");
+  if (c.window_cut_percent < 1 || c.window_cut_percent > 99 || c.window_step < 1) {
+    return Status::invalid_argument("window_cut_percent must be 1..99 and window_step at least 1, got " +
+                                    std::to_string(c.window_cut_percent) + " and " + std::to_string(c.window_step));
+  }
 
   // Resolve every appliance before touching the network.
   for (const ApplianceAddress& aa : c.appliances) {
@@ -194,6 +211,7 @@ Status Communicator::init() {
     to.port = c.udp_port;
     to.verify_icrc = c.verify_icrc;
     to.tos = c.tos();
+    to.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
     auto udp = UdpTransport::open(to);
     if (!udp.ok()) return udp.status();
     transport_ = std::move(udp).value();
@@ -263,6 +281,8 @@ Status Communicator::init() {
     for (uint32_t s = 0; s < a.slot_count; ++s) a.slots[s].pkt = a.pkt_mem.data() + s * a.pkt_cap;
     a.rto_us = c.rto_initial_us;
     a.rto_floor_us = c.rto_initial_us;
+    a.window = a.window_min = a.slot_count;
+    a.deferred.reserve(a.slot_count);
     total_slots += a.slot_count;
     infos_.push_back({a.address, 0, a.grant, a.chunk_elems});
   }
@@ -320,8 +340,9 @@ Result<uint64_t> Communicator::start_allreduce(const void* send, void* recv, siz
     const Op::Part& p = raw->parts[i];
     const uint64_t stop = std::min<uint64_t>(p.first_g + a.slot_count, a.assigned);
     for (uint64_t g = p.first_g; g < stop; ++g) {
-      if (!a.slots[g % a.slot_count].busy) issue(a, g, now);
+      if (g < a.slot_count || a.answered(g - a.slot_count)) offer(a, g, now);  // else issued when that is answered
     }
+    issue_deferred(a, now);
   }
   flush_tx();
   return id;
@@ -380,6 +401,41 @@ void Communicator::issue(Appliance& a, uint64_t g, uint64_t now) {
   if (tx_.size() >= kTxFlushAt) flush_tx();
 }
 
+void Communicator::offer(Appliance& a, uint64_t g, uint64_t now) {
+  if (a.deferred.empty() && (a.busy < a.window || g == a.low)) {
+    issue(a, g, now);
+    return;
+  }
+  a.deferred.push_back(g);
+  std::push_heap(a.deferred.begin(), a.deferred.end(), std::greater<>());
+}
+
+void Communicator::issue_deferred(Appliance& a, uint64_t now) {
+  while (!a.deferred.empty() && (a.busy < a.window || a.deferred.front() == a.low)) {
+    std::pop_heap(a.deferred.begin(), a.deferred.end(), std::greater<>());
+    const uint64_t g = a.deferred.back();
+    a.deferred.pop_back();
+    issue(a, g, now);
+  }
+}
+
+// A CNP from `a`: cut its window multiplicatively, at most once per interval (see the header).
+void Communicator::on_cnp(Appliance& a, uint64_t now) {
+  if (!config_.cnp_reaction) return;
+  const uint64_t interval_ns = config_.window_cut_interval_us != 0 ? uint64_t{config_.window_cut_interval_us} * 1000
+                               : a.have_rtt                        ? a.srtt_ns
+                                                                   : uint64_t{config_.rto_initial_us} * 1000;
+  if (a.last_cut_ns != 0 && now - a.last_cut_ns < interval_ns) return;
+  a.last_cut_ns = now;
+  a.clean_results = 0;
+  const uint32_t cut =
+      std::max<uint32_t>(1, static_cast<uint32_t>(uint64_t{a.window} * config_.window_cut_percent / 100));
+  if (cut >= a.window) return;  // already at one slot
+  a.window = cut;
+  a.window_min = std::min(a.window_min, cut);
+  ++stats_.window_cuts;
+}
+
 void Communicator::flush_tx() {
   if (tx_.empty() || !failed_.ok()) {
     tx_.clear();
@@ -401,6 +457,10 @@ void Communicator::on_received(uint64_t now) {
     for (size_t i = 0; i < n && failed_.ok(); ++i) {
       const Received& r = rx_[i];
       Appliance& a = *apps_[r.peer];
+      if (r.cnp || r.ce) {  // CNPs are rare (one per interval per appliance); a clock read each
+        on_cnp(a, now_ns());
+        if (r.cnp) continue;
+      }
       if (r.hdr.type == wire::MsgType::kAbort) {
         Status st = Status::aborted(where(a) + " aborted the job: " + abort_reason_text(r.hdr.status));
         fail(r.hdr.status == static_cast<uint8_t>(wire::AbortReason::kMemberLeft) ? root_cause(std::move(st))
@@ -446,8 +506,15 @@ void Communicator::on_received(uint64_t now) {
       sl.op = nullptr;
       if (--op.chunks_left == 0) complete(op);
       fast_retransmit(a, sl, now);
+      while (a.low < a.assigned && a.answered(a.low)) ++a.low;
+      if (a.window < a.slot_count && ++a.clean_results >= a.window) {  // a window's worth without a cut
+        a.window = std::min(a.slot_count, a.window + config_.window_step);
+        a.clean_results = 0;
+        ++stats_.window_grows;
+      }
       const uint64_t next = sl.g + a.slot_count;
-      if (next < a.assigned) issue(a, next, now);
+      if (next < a.assigned) offer(a, next, now);
+      issue_deferred(a, now);
     }
     flush_tx();
   }
@@ -627,6 +694,7 @@ void Communicator::fail(Status status) {
       sl.op = nullptr;
     }
     a->busy = 0;
+    a->deferred.clear();
   }
   tx_.clear();
   transport_->leave_groups();  // a failed communicator receives nothing more
@@ -725,6 +793,10 @@ CommStats Communicator::stats() const {
   CommStats s = stats_;
   s.transport = transport_->counters();
   for (size_t i = 0; i < kDropReasonCount; ++i) s.transport.drops[i] += comm_drops_[i];
+  for (size_t i = 0; i < apps_.size(); ++i) {
+    s.window_now = i == 0 ? apps_[i]->window : std::min<uint64_t>(s.window_now, apps_[i]->window);
+    s.window_min = i == 0 ? apps_[i]->window_min : std::min<uint64_t>(s.window_min, apps_[i]->window_min);
+  }
   return s;
 }
 
@@ -740,6 +812,12 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"results", s.results},
       {"duplicates", s.duplicates},
       {"rto_us", apps_.empty() ? 0 : apps_[0]->rto_us},
+      {"cnps_received", s.transport.cnps},
+      {"rx_ce_results", s.transport.ce_results},
+      {"window_cuts", s.window_cuts},
+      {"window_grows", s.window_grows},
+      {"window_now", s.window_now},
+      {"window_min", s.window_min},
       {"tx_packets", s.transport.tx_packets},
       {"tx_bytes", s.transport.tx_bytes},
       {"tx_dropped", s.transport.tx_dropped},

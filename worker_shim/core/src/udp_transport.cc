@@ -17,11 +17,22 @@ namespace {
 
 // A received datagram is at most BTH..ICRC of the largest payload; one more byte detects larger.
 constexpr size_t kRxBufLen = wire::roce_len(wire::kMaxPayloadBytes) + 64;
+constexpr size_t kCmsgWords = (CMSG_SPACE(sizeof(int)) + 7) / 8;  // an IP_TOS control message
+constexpr uint8_t kEcnCe = 0x03;
 
 void set_buffer(int fd, int force_opt, int opt, int bytes) {
   if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) != 0) {
     (void)setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));  // best effort, capped by rmem_max
   }
+}
+
+// The ECN field of a datagram received with IP_RECVTOS (0 without the control message).
+uint8_t received_tos(msghdr& h) {
+  if (h.msg_control == nullptr) return 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) return *CMSG_DATA(c) & 0x03;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -54,6 +65,12 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
       return Status::from_errno("setsockopt(IP_TOS, " + std::to_string(tos) + ")");
     }
   }
+  if (options.recv_ecn) {
+    const int one = 1;
+    if (setsockopt(t->fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) != 0) {
+      return Status::from_errno("setsockopt(IP_RECVTOS)");
+    }
+  }
   set_buffer(t->fd_, SO_RCVBUFFORCE, SO_RCVBUF, options.socket_buffer_bytes);
   set_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
   sockaddr_in me{};
@@ -74,6 +91,7 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   t->rx_msgs_.resize(b);
   t->rx_iov_.resize(b);
   t->rx_addr_.resize(b);
+  if (options.recv_ecn) t->rx_cmsg_.assign(b * kCmsgWords, 0);
   for (size_t i = 0; i < b; ++i) {
     t->rx_iov_[i] = {t->rx_mem_.data() + i * kRxBufLen, kRxBufLen};
     std::memset(&t->rx_msgs_[i], 0, sizeof(mmsghdr));
@@ -125,6 +143,9 @@ Status UdpTransport::join(uint32_t group) {
   if (setsockopt(g.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) return fail("setsockopt(SO_REUSEADDR)");
   if (setsockopt(g.fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) != 0) {
     return fail("setsockopt(IP_MULTICAST_ALL, 0)");
+  }
+  if (options_.recv_ecn && setsockopt(g.fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) != 0) {
+    return fail("setsockopt(IP_RECVTOS)");
   }
   set_buffer(g.fd, SO_RCVBUFFORCE, SO_RCVBUF, options_.socket_buffer_bytes);
   sockaddr_in at{};
@@ -273,8 +294,8 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
     h.msg_namelen = sizeof(sockaddr_in);
     h.msg_iov = &rx_iov_[i];
     h.msg_iovlen = 1;
-    h.msg_control = nullptr;
-    h.msg_controllen = 0;
+    h.msg_control = rx_cmsg_.empty() ? nullptr : &rx_cmsg_[i * kCmsgWords];
+    h.msg_controllen = rx_cmsg_.empty() ? 0 : kCmsgWords * 8;
     h.msg_flags = 0;
   }
   int rc;
@@ -292,14 +313,46 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
       drop(DropReason::kTruncated);
       continue;
     }
+    const uint32_t src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
+    const uint16_t src_port = ntohs(rx_addr_[i].sin_port);
+    icrc::UdpFields f;
+    f.src_ip = src_ip;
+    f.dst_ip = dst_ip;
+    f.src_port = src_port;
+    f.dst_port = dst_port;
+    f.ip_id = 0;
+    f.dont_fragment = true;
+    uint32_t cnp_qp = 0;
+    if (wire::parse_cnp(std::span<const uint8_t>(data, len), &cnp_qp)) {
+      // Congestion notification: no Sumcast header, so the peer is the appliance at that source
+      // (the port match preferred when several share the address).
+      int peer = -1;
+      for (size_t p = 0; p < peers_.size(); ++p) {
+        if (peers_[p].spec.ip == src_ip && (peer < 0 || peers_[p].spec.udp_port == src_port)) {
+          peer = static_cast<int>(p);
+        }
+      }
+      if (peer < 0) {
+        drop(DropReason::kUnknownSource);
+      } else if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+        drop(DropReason::kBadIcrc);
+      } else if (group || cnp_qp != qpn_) {
+        drop(DropReason::kBadDestQp);
+      } else {
+        ++counters_.cnps;
+        Received& r = out[n++];
+        r = Received{};
+        r.peer = static_cast<uint32_t>(peer);
+        r.cnp = true;
+      }
+      continue;
+    }
     wire::ParsedPacket pp;
     const wire::ParseError pe = wire::parse_roce(std::span<const uint8_t>(data, len), &pp);
     if (pe != wire::ParseError::kOk) {
       drop(static_cast<DropReason>(pe));
       continue;
     }
-    const uint32_t src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
-    const uint16_t src_port = ntohs(rx_addr_[i].sin_port);
     bool known_source = false;
     int peer = -1;
     for (size_t p = 0; p < peers_.size(); ++p) {
@@ -323,18 +376,9 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
       drop(DropReason::kBadQkey);
       continue;
     }
-    if (options_.verify_icrc) {
-      icrc::UdpFields f;
-      f.src_ip = src_ip;
-      f.dst_ip = dst_ip;
-      f.src_port = src_port;
-      f.dst_port = dst_port;
-      f.ip_id = 0;
-      f.dont_fragment = true;
-      if (!icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
-        drop(DropReason::kBadIcrc);
-        continue;
-      }
+    if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+      drop(DropReason::kBadIcrc);
+      continue;
     }
     if (pp.hdr.type == wire::MsgType::kContribution) {
       drop(DropReason::kNotResult);
@@ -344,6 +388,7 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
       drop(DropReason::kBadDestQp);
       continue;
     }
+    bool ce = false;
     if (pp.hdr.type == wire::MsgType::kResult) {
       if (group ? pp.hdr.rank != wire::kRankMulticast
                 : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
@@ -360,11 +405,15 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
       }
       ++counters_.results;
       if (group) ++counters_.group_results;
+      ce = received_tos(rx_msgs_[i].msg_hdr) == kEcnCe;
+      if (ce) ++counters_.ce_results;
     } else {
       ++counters_.aborts;
     }
     Received& r = out[n++];
     r.peer = static_cast<uint32_t>(peer);
+    r.cnp = false;
+    r.ce = ce;
     r.hdr = pp.hdr;
     r.payload = pp.payload;
     r.payload_len = static_cast<uint32_t>(pp.payload_len);

@@ -250,6 +250,9 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.bind_ip = bind_ip_;
   cc.rto_initial_us = config_.rto_us;
   cc.rto_max_us = std::max<uint32_t>(config_.rto_us, 200000);
+  cc.cnp_reaction = config_.cnp_reaction;
+  cc.window_cut_percent = config_.window_cut;
+  cc.window_step = config_.window_step;
   cc.retries = config_.retries;
   cc.op_timeout_ms = config_.op_timeout_ms;
   cc.connect_timeout_ms = config_.connect_timeout_ms;

@@ -93,7 +93,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 24> kTable = {{
+constexpr std::array<EnvVar, 27> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -173,6 +173,14 @@ constexpr std::array<EnvVar, 24> kTable = {{
      true, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.multicast = b; }); }},
     {"SUMCAST_MPI_RTO_US", EnvType::kUint, "5000", "first retransmission timeout of a packet, microseconds", false,
      [](MpiConfig& c, std::string_view v) { return set_u32(v, 100, 10'000'000, [&](uint32_t n) { c.rto_us = n; }); }},
+    {"SUMCAST_MPI_CNP_REACTION", EnvType::kBool, "1",
+     "a CNP from an appliance (its network marked our packets CE) cuts the window of packets in flight toward it",
+     false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.cnp_reaction = b; }); }},
+    {"SUMCAST_MPI_WINDOW_CUT", EnvType::kUint, "50", "percent of the window a CNP leaves (at least one packet)", false,
+     [](MpiConfig& c, std::string_view v) { return set_u32(v, 1, 99, [&](uint32_t n) { c.window_cut = n; }); }},
+    {"SUMCAST_MPI_WINDOW_STEP", EnvType::kUint, "1",
+     "packets the window regains per window's worth of results without a CNP, up to the slots granted", false,
+     [](MpiConfig& c, std::string_view v) { return set_u32(v, 1, 65535, [&](uint32_t n) { c.window_step = n; }); }},
     {"SUMCAST_MPI_RETRIES", EnvType::kUint, "0",
      "retransmissions of one packet before the call fails; 0: unlimited (a silent appliance still fails the "
      "call after SUMCAST_MPI_OP_TIMEOUT_MS): a loaded host that stalls a peer for seconds is not a failure",

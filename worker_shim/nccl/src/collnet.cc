@@ -121,6 +121,9 @@ shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lan
   cfg.multicast = c->config->multicast;
   cfg.bind_ip = c->config->bind_ip;
   cfg.rto_initial_us = c->config->rto_us;
+  cfg.cnp_reaction = c->config->cnp_reaction;
+  cfg.window_cut_percent = c->config->window_cut_percent;
+  cfg.window_step = c->config->window_step;
   cfg.rto_max_us = std::max<uint32_t>(cfg.rto_max_us, c->config->rto_us);
   cfg.op_timeout_ms = c->config->op_timeout_ms;
   cfg.register_timeout_ms = c->config->register_timeout_ms;

@@ -33,6 +33,9 @@ struct PluginConfig {
   uint32_t slots = 0;                    // SUMCAST_SLOTS: window slots per appliance; 0: the appliance's
   bool multicast = false;                // SUMCAST_MULTICAST: 1 asks for results by multicast
   uint32_t rto_us = 5000;                // SUMCAST_RTO_US: first retransmission timeout
+  bool cnp_reaction = true;              // SUMCAST_CNP_REACTION: CNPs cut the window (shim/communicator.h)
+  uint32_t window_cut_percent = 50;      // SUMCAST_WINDOW_CUT: percent of the window a CNP leaves, 1..99
+  uint32_t window_step = 1;              // SUMCAST_WINDOW_STEP: slots regrown per window of clean results
   uint32_t op_timeout_ms = 30000;        // SUMCAST_OP_TIMEOUT_MS: no result this long fails (0: never)
   uint32_t register_timeout_ms = 60000;  // SUMCAST_REGISTER_TIMEOUT_MS: all nodes must register within
   std::string source;                    // where the settings came from, for the log

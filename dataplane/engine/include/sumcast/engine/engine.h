@@ -192,6 +192,8 @@ struct JobProgress {
   uint64_t rounds_opened;    // rounds_opened - slots_completed = rounds waiting for contributions
   uint64_t group_frames;     // results and aborts sent to the job's group (multicast jobs)
   uint64_t unicast_answers;  // stored results re-sent to the one member that asked again
+  uint64_t ce_marked;        // contributions that arrived marked CE (congestion experienced)
+  uint64_t cnps_sent;        // CNPs sent for them
 };
 
 class Engine {
@@ -221,6 +223,9 @@ class Engine {
   const CoreCounters& counters() const;
   // Progress per active job (called from any thread; approximate while lcores run).
   std::vector<JobProgress> progress() const;
+  // CE-marked contributions of an active job on this core, by member (rank); empty when the job
+  // is not on this core. From any thread; approximate while the lcore runs.
+  std::vector<uint64_t> member_ce_marked(uint32_t job_id) const;
   const EngineOptions& options() const;
 
  private:

@@ -64,6 +64,10 @@ struct JobMetrics {
   std::string multicast_group;   // dotted quad; "" unless multicast
   uint64_t group_frames = 0;     // frames sent to the group, over cores
   uint64_t unicast_answers = 0;  // stored results re-sent to one rank, over cores
+  uint64_t ce_marked = 0;        // contributions that arrived marked CE, over cores
+  uint64_t cnps_sent = 0;        // CNPs sent for them, over cores
+  // ce_marked by rank
+  std::vector<uint64_t> member_ce_marked;
 };
 
 struct Snapshot {

@@ -42,6 +42,9 @@ inline constexpr uint8_t kOpcodeUdSendOnly = 0x64;   // §3 BTH: UD SEND_ONLY
 inline constexpr uint16_t kDefaultPKey = 0xFFFF;     // §3 BTH: full-membership default partition
 inline constexpr uint32_t kMulticastQpn = 0xFFFFFF;  // §7 results by multicast
 inline constexpr uint8_t kBthTver = 0;               // §3 BTH transport header version
+inline constexpr uint8_t kOpcodeCnp = 0x81;          // §3 congestion notification (RoCEv2 CNP)
+inline constexpr uint8_t kBthBecn = 0x40;            // §3 BTH byte 4: BECN (set in a CNP)
+inline constexpr size_t kCnpReservedLen = 16;        // §3 CNP: zero bytes between the BTH and the ICRC
 
 // §5 Sumcast header.
 inline constexpr uint8_t kProtocolVersion = 1;

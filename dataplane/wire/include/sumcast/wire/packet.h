@@ -151,6 +151,30 @@ inline ParseError parse_roce(std::span<const uint8_t> roce, ParsedPacket* out) {
   return ParseError::kOk;
 }
 
+// A RoCEv2 CNP's BTH..ICRC (docs/protocol.md §3): BTH (OpCode 0x81, P_Key default, BECN,
+// DestQP, PSN 0) | kCnpReservedLen zero bytes | ICRC.
+inline constexpr size_t kCnpRoceLen = kBthLen + kCnpReservedLen + kIcrcLen;  // 32
+
+// Writes a CNP to `dest_qp` at `p` (kCnpRoceLen bytes) with the ICRC field zero; the caller stamps it.
+inline void write_cnp(uint8_t* p, uint32_t dest_qp) {
+  std::memset(p, 0, kCnpRoceLen);
+  p[0] = kOpcodeCnp;
+  p[1] = kBthTver;
+  store_be16(p + 2, kDefaultPKey);
+  p[4] = kBthBecn;
+  store_be24(p + 5, dest_qp);
+}
+
+// Whether `roce` (BTH..ICRC) is a CNP: opcode 0x81 and the CNP's length and BTH. Sets *dest_qp.
+// The ICRC is not checked here.
+inline bool parse_cnp(std::span<const uint8_t> roce, uint32_t* dest_qp) {
+  const uint8_t* p = roce.data();
+  if (roce.size() != kCnpRoceLen || p[0] != kOpcodeCnp) return false;
+  if ((p[1] & 0x0F) != kBthTver || load_be16(p + 2) != kDefaultPKey) return false;
+  *dest_qp = load_be24(p + 5);
+  return true;
+}
+
 // Validates a whole Ethernet frame. Trailing bytes past the IPv4 total length (Ethernet padding)
 // are ignored. The UDP checksum is never checked (§2: the ICRC is the integrity check).
 inline ParseError parse_frame(std::span<const uint8_t> frame, ParsedPacket* out) {

@@ -36,6 +36,21 @@
 // rank does so, and the appliance answers the repeats of a completed round from its stored result.
 // One check per result (the chunk that many before it), so the cost is flat in the window size.
 //
+// Congestion window. Of an appliance's S slots, at most `window` carry a chunk at once (S while
+// the fabric is calm). A RoCEv2 CNP from that appliance (it saw our contributions marked CE on
+// the way: docs/protocol.md §3) cuts the window to window_cut_percent of itself (at least 1), at
+// most once per window_cut_interval_us (0: per smoothed RTT), as DCQCN cuts a NIC's rate; each
+// window's worth of results without a cut grows it by window_step slots, up to S. A chunk whose
+// slot is free but that the window holds back is issued later, smallest chunk index first, so
+// exactness never depends on the window, and ranks may have different windows: the smallest
+// chunk this rank has not had answered is always issued, window or not (one over it at most), so
+// every rank's contribution to the oldest open round goes out and no two ranks can each wait
+// for a round the other holds back. The Timers and Fast retransmission rules hold unchanged
+// below S (with a window of 1 there is no later chunk to reveal a loss, so a lost chunk is
+// resent as the stall probe, once per RTO). The verbs transport never sees CNPs: its NIC's DCQCN
+// reacts to them. A result that arrives marked CE (congestion on the way to us: results are the
+// heavier direction) cuts the window the same way, under the same interval (UDP: IP_RECVTOS).
+//
 // Failure. A chunk not answered after `retries` retransmissions, no result from an appliance for
 // op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path),
 // or a transport error fails the communicator: every pending call completes with that error (its
@@ -98,10 +113,15 @@ struct CommConfig {
   uint32_t op_timeout_ms = 30000;        // no result for this long while chunks are outstanding fails; 0: none
   uint32_t connect_timeout_ms = 10000;   // TCP connect + authentication, per appliance
   uint32_t register_timeout_ms = 60000;  // waiting for all ranks to register, per appliance
-  bool verify_icrc = true;               // check the ICRC of every result (UDP transport)
+  bool verify_icrc = true;               // check the ICRC of every result and CNP (UDP transport)
   uint8_t dscp = 0;                      // DSCP of contributions, 0..63 (UDP: IP_TOS; verbs: the AH's traffic class)
   bool ecn = false;                      // mark contributions ECT(0); false: not-ECT
   uint8_t tos() const { return static_cast<uint8_t>((dscp & 0x3F) << 2 | (ecn ? 0x2 : 0)); }
+  // Congestion window (see Congestion window above).
+  bool cnp_reaction = true;             // cut the window on CNPs and CE-marked results; false: count CNPs only
+  uint32_t window_cut_percent = 50;     // a cut leaves this percent of the window (at least 1 slot), 1..99
+  uint32_t window_step = 1;             // slots regained per window's worth of results without a cut, >= 1
+  uint32_t window_cut_interval_us = 0;  // at most one cut per this long; 0: one per smoothed RTT
   // Ask the appliances for deterministic summation (docs/fidelity.md): results bit-identical
   // whatever the arrival order and retransmissions. Same on every rank. An appliance that does not
   // grant it fails create().
@@ -139,6 +159,10 @@ struct CommStats {
   uint64_t results = 0;                   // results accepted and written
   uint64_t duplicates = 0;                // results for a chunk already completed
   uint64_t spurious_retransmissions = 0;  // duplicates of retransmitted chunks: the RTO was too short
+  uint64_t window_cuts = 0;               // CNPs that cut an appliance's window (transport.cnps counts them all)
+  uint64_t window_grows = 0;              // additive increases of a window after a cut
+  uint64_t window_now = 0;                // the smallest window over the appliances now (slots)
+  uint64_t window_min = 0;                // the smallest any appliance's window has been
   TransportCounters transport;            // drops[] includes the communicator's own reasons
 };
 
@@ -182,6 +206,10 @@ class Communicator {
   explicit Communicator(const CommConfig& config);
   Status init();
   void issue(Appliance& a, uint64_t g, uint64_t now);
+  // Chunk g's slot is free: issue it now or when the congestion window lets it (see Congestion window).
+  void offer(Appliance& a, uint64_t g, uint64_t now);
+  void issue_deferred(Appliance& a, uint64_t now);
+  void on_cnp(Appliance& a, uint64_t now);
   void on_received(uint64_t now);
   void fast_retransmit(Appliance& a, const Slot& answered, uint64_t now);
   void update_rto(Appliance& a, uint64_t sample_ns);

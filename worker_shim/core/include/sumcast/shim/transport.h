@@ -58,6 +58,8 @@ struct TransportCounters {
   uint64_t results = 0;        // valid results handed to the communicator
   uint64_t group_results = 0;  // ... of which arrived on a job's multicast group
   uint64_t aborts = 0;         // valid abort messages handed to the communicator
+  uint64_t cnps = 0;           // valid congestion notifications (RoCEv2 CNPs) handed to the communicator
+  uint64_t ce_results = 0;     // valid results that arrived marked CE (UDP transport with recv_ecn)
   uint64_t drops[kDropReasonCount] = {};
 };
 
@@ -83,12 +85,17 @@ struct OutPacket {
   uint32_t len = 0;
 };
 
-// A validated result or abort. `payload` stays valid until the next receive() call.
+// A validated result, abort or congestion notification. `payload` stays valid until the next
+// receive() call.
 struct Received {
   uint32_t peer = 0;
   wire::SumcastHeader hdr;
   const uint8_t* payload = nullptr;
   uint32_t payload_len = 0;
+  // A RoCEv2 CNP from `peer` to our QP (the peer's network saw congestion on our contributions):
+  // `hdr` and `payload` are then not set.
+  bool cnp = false;
+  bool ce = false;  // a result whose IPv4 ECN field was CE: congestion on the way to us
 };
 
 class Transport {

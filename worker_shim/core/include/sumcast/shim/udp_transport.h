@@ -4,7 +4,8 @@
 // sets IP_PMTU_DISCOVER = IP_PMTUDISC_DO, so every datagram leaves with DF set and, being sent
 // from an unconnected socket, IP ID 0. That is why the socket must be bound to a specific address:
 // the ICRC covers the source IPv4. Results are verified the same way (appliance address ->
-// our address, ID 0, DF). Batches use sendmmsg/recvmmsg.
+// our address, ID 0, DF). Batches use sendmmsg/recvmmsg. With recv_ecn, IP_RECVTOS tells the
+// ECN field of every datagram: a result marked CE (the network to us is congested) says so.
 //
 // Multicast results (a peer with a group): one more socket per group, bound to group:4791 with
 // SO_REUSEADDR (several workers, and several jobs, of one host each get their copy; the bound
@@ -37,6 +38,7 @@ struct UdpTransportOptions {
   bool verify_icrc = true;            // check the ICRC of every result
   uint32_t send_wait_ms = 10;         // when the socket buffer is full, wait this long for room
   uint8_t tos = 0;                    // IP_TOS of every datagram: DSCP << 2 | ECN (the ICRC masks it)
+  bool recv_ecn = false;              // IP_RECVTOS: flag results that arrive marked CE (Received::ce)
 };
 
 class UdpTransport final : public Transport {
@@ -90,6 +92,7 @@ class UdpTransport final : public Transport {
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;
   std::vector<sockaddr_in> rx_addr_;
+  std::vector<uint64_t> rx_cmsg_;  // recv_ecn: one control buffer (the TOS byte) per datagram
   // Send batch.
   std::vector<mmsghdr> tx_msgs_;
   std::vector<iovec> tx_iov_;

@@ -48,6 +48,9 @@ struct MpiConfig {
   uint32_t slots = 0;                        // SUMCAST_MPI_SLOTS (0: the appliance's default)
   bool multicast = false;                    // SUMCAST_MPI_MULTICAST: results by multicast wanted
   uint32_t rto_us = 5000;                    // SUMCAST_MPI_RTO_US
+  bool cnp_reaction = true;                  // SUMCAST_MPI_CNP_REACTION
+  uint32_t window_cut = 50;                  // SUMCAST_MPI_WINDOW_CUT (percent)
+  uint32_t window_step = 1;                  // SUMCAST_MPI_WINDOW_STEP
   uint32_t retries = 0;                      // SUMCAST_MPI_RETRIES (0: unlimited, bounded by op_timeout_ms)
   uint32_t op_timeout_ms = 30000;            // SUMCAST_MPI_OP_TIMEOUT_MS
   uint32_t connect_timeout_ms = 5000;        // SUMCAST_MPI_CONNECT_TIMEOUT_MS
