@@ -26,14 +26,11 @@
 #include <thread>
 #include <vector>
 
+#include "sumcast/cli.h"
 #include "sumcast/config/agg_config.h"
 #include "sumcast/ctl/json.h"
 #include "sumcast/ctl/telemetry_client.h"
 #include "sumcast/ctl/watch.h"
-
-#ifndef SUMCAST_VERSION
-#define SUMCAST_VERSION "0.0.0"
-#endif
 
 namespace {
 
@@ -48,29 +45,14 @@ using sumcast::ctl::uint_at;
 constexpr int kExitFail = 1;
 constexpr int kExitUsage = 2;
 
-void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: sumcastctl [--prefix P | --socket PATH] [--timeout MS] COMMAND\n"
-               "  stats [--json]   counters per core and in total; drops by reason (non-zero only); the\n"
-               "                   port's own counters (--json: with its extended stats)\n"
-               "  stats --watch [SECONDS] [--count N] [--json]\n"
-               "                   live rates per core, per job and of drops, refreshed every SECONDS (1)\n"
-               "  jobs [--json]    jobs and control-plane counters\n"
-               "  port [--json]    the data port's offload path (rte_flow steering, RSS + software\n"
-               "                   dispatch, XDP program), why, and its probed capabilities\n"
-               "  check [--json] FILE  validate an agg.conf without starting anything\n"
-               "  version [--json] versions of sumcastctl and of the running sumcastd\n"
-               "  --prefix P       sumcastd's eal.file_prefix (default \"sumcast\")\n"
-               "  --socket PATH    the telemetry socket itself (instead of --prefix)\n"
-               "  --timeout MS     reply timeout (default 2000)\n");
-}
-
 struct Options {
   std::string prefix = "sumcast";
   std::string socket;
   uint32_t timeout_ms = 2000;
-  std::string command;
-  std::vector<std::string> args;
+  bool json = false;   // every command's --json
+  double watch_s = 0;  // stats --watch [SECONDS]; 0: not watching
+  uint64_t count = 0;  // stats --watch --count N; 0: until interrupted
+  std::string file;    // check FILE
 };
 
 std::string socket_path(const Options& o) {
@@ -79,13 +61,6 @@ std::string socket_path(const Options& o) {
 
 Result<std::unique_ptr<TelemetryClient>> connect(const Options& o) {
   return TelemetryClient::connect(socket_path(o), o.timeout_ms);
-}
-
-bool has_flag(const std::vector<std::string>& args, std::string_view flag) {
-  for (const std::string& a : args) {
-    if (a == flag) return true;
-  }
-  return false;
 }
 
 int fail(const sumcast::Status& st) {
@@ -162,33 +137,7 @@ int cmd_watch(const Options& o, double interval, uint64_t count, bool json) {
 }
 
 int cmd_stats(const Options& o) {
-  for (size_t i = 0; i < o.args.size(); ++i) {
-    if (o.args[i] != "--watch") continue;
-    double interval = 1.0;
-    uint64_t count = 0;
-    for (size_t k = 0; k < o.args.size(); ++k) {
-      const std::string& a = o.args[k];
-      if (k == i + 1 && !a.empty() && a[0] != '-') {
-        char* end = nullptr;
-        interval = std::strtod(a.c_str(), &end);
-        if (end == a.c_str() || *end != '\0' || !(interval >= 0.05) || interval > 3600) {
-          std::fprintf(stderr, "sumcastctl: stats --watch: SECONDS must be 0.05..3600, not '%s'\n", a.c_str());
-          return kExitUsage;
-        }
-      } else if (a == "--count") {
-        if (k + 1 >= o.args.size()) {
-          std::fprintf(stderr, "sumcastctl: stats: --count needs a number\n");
-          return kExitUsage;
-        }
-        count = std::strtoull(o.args[k + 1].c_str(), nullptr, 10);
-        if (count == 0) {
-          std::fprintf(stderr, "sumcastctl: stats: --count must be at least 1\n");
-          return kExitUsage;
-        }
-      }
-    }
-    return cmd_watch(o, interval, count, has_flag(o.args, "--json"));
-  }
+  if (o.watch_s > 0) return cmd_watch(o, o.watch_s, o.count, o.json);
   auto client = connect(o);
   if (!client.ok()) return fail(client.status());
   Result<Json> top = (*client)->query("/sumcast/stats");
@@ -208,7 +157,7 @@ int cmd_stats(const Options& o) {
   // The port's own counters and extended stats (an older sumcastd has none).
   Result<Json> port = (*client)->query("/sumcast/stats,port");
   const bool have_port = port.ok() && port->is_object();
-  if (has_flag(o.args, "--json")) {
+  if (o.json) {
     Json out = Json::object();
     out["cores"] = cores;
     out["total"] = *total;
@@ -264,7 +213,7 @@ int cmd_port(const Options& o) {
   Result<Json> port = (*client)->query("/sumcast/port");
   if (!port.ok()) return fail(port.status());
   if (!port->is_object()) return fail(sumcast::Status::not_found("/sumcast/port: no answer (is this sumcastd?)"));
-  if (has_flag(o.args, "--json")) {
+  if (o.json) {
     std::printf("%s\n", sumcast::ctl::to_json(port.value(), 2).c_str());
     return 0;
   }
@@ -299,7 +248,7 @@ int cmd_jobs(const Options& o) {
   Result<Json> jobs = (*client)->query("/sumcast/jobs");
   if (!jobs.ok()) return fail(jobs.status());
   if (!jobs->is_object()) return fail(sumcast::Status::not_found("/sumcast/jobs: no answer (is this sumcastd?)"));
-  if (has_flag(o.args, "--json")) {
+  if (o.json) {
     std::printf("%s\n", sumcast::ctl::to_json(jobs.value(), 2).c_str());
     return 0;
   }
@@ -405,16 +354,8 @@ Json config_json(const sumcast::config::AggConfig& c) {
 }
 
 int cmd_check(const Options& o) {
-  const bool json = has_flag(o.args, "--json");
-  std::vector<std::string> files;
-  for (const std::string& a : o.args) {
-    if (a != "--json") files.push_back(a);
-  }
-  if (files.size() != 1) {
-    std::fprintf(stderr, "sumcastctl: check needs exactly one FILE\n");
-    return kExitUsage;
-  }
-  const std::string& file = files[0];
+  const bool json = o.json;
+  const std::string& file = o.file;
   Result<sumcast::config::AggConfig> cfg = sumcast::config::load_agg_config(file);
   sumcast::Status st = cfg.ok() ? sumcast::config::validate_agg_config(cfg.value()) : cfg.status();
   if (json) {
@@ -430,9 +371,9 @@ int cmd_check(const Options& o) {
 }
 
 int cmd_version(const Options& o) {
-  if (has_flag(o.args, "--json")) {
+  if (o.json) {
     Json m = Json::object();
-    m["sumcastctl"] = SUMCAST_VERSION;
+    m["sumcastctl"] = sumcast::cli::version();
     Json daemon;  // null when unreachable
     if (auto client = connect(o); client.ok()) {
       Result<Json> v = (*client)->query("/sumcast/version");
@@ -446,7 +387,7 @@ int cmd_version(const Options& o) {
     std::printf("%s\n", sumcast::ctl::to_json(m, 2).c_str());
     return 0;
   }
-  std::printf("sumcastctl %s\n", SUMCAST_VERSION);
+  std::printf("sumcastctl %s\n", sumcast::cli::version());
   auto client = connect(o);
   if (!client.ok()) {
     std::printf("sumcastd: not reachable at %s\n", socket_path(o).c_str());
@@ -462,74 +403,47 @@ int cmd_version(const Options& o) {
   return 0;
 }
 
-// Returns -1 to go on, else the exit status.
-int parse(int argc, char** argv, Options* o) {
-  int i = 1;
-  for (; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    auto value = [&](const char* what) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "sumcastctl: %s needs %s\n", argv[i], what);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    if (a == "--prefix" || a == "-p") {
-      const char* v = value("a file prefix");
-      if (v == nullptr) return kExitUsage;
-      o->prefix = v;
-    } else if (a == "--socket") {
-      const char* v = value("a path");
-      if (v == nullptr) return kExitUsage;
-      o->socket = v;
-    } else if (a == "--timeout") {
-      const char* v = value("milliseconds");
-      if (v == nullptr) return kExitUsage;
-      o->timeout_ms = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
-      if (o->timeout_ms == 0) o->timeout_ms = 2000;
-    } else if (a == "-h" || a == "--help" || a == "help") {
-      usage(stdout);
-      return 0;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "sumcastctl: unknown option '%s'\n", argv[i]);
-      usage(stderr);
-      return kExitUsage;
-    } else {
-      break;
-    }
-  }
-  if (i >= argc) {
-    usage(stderr);
-    return kExitUsage;
-  }
-  o->command = argv[i++];
-  for (; i < argc; ++i) o->args.emplace_back(argv[i]);
-  return -1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  if (const int rc = parse(argc, argv, &o); rc >= 0) return rc;
-  for (size_t i = 0; i < o.args.size(); ++i) {
-    const std::string& a = o.args[i];
-    bool known = a == "--json" || o.command == "check";
-    if (o.command == "stats") {
-      known = known || a == "--watch" || a == "--count" ||
-              (i > 0 && (o.args[i - 1] == "--watch" || o.args[i - 1] == "--count"));
-    }
-    if (!known) {
-      std::fprintf(stderr, "sumcastctl: %s: unknown argument '%s'\n", o.command.c_str(), a.c_str());
-      return kExitUsage;
-    }
-  }
-  if (o.command == "stats") return cmd_stats(o);
-  if (o.command == "jobs") return cmd_jobs(o);
-  if (o.command == "port") return cmd_port(o);
-  if (o.command == "check") return cmd_check(o);
-  if (o.command == "version") return cmd_version(o);
-  std::fprintf(stderr, "sumcastctl: unknown command '%s'\n", o.command.c_str());
-  usage(stderr);
-  return kExitUsage;
+  CLI::App app{
+      "The operator's view of a running sumcastd (through its DPDK telemetry socket), and a checker for "
+      "agg.conf files. Exit status: 0 success, 1 failure (daemon unreachable, invalid file), 2 usage error.",
+      "sumcastctl"};
+  sumcast::cli::setup(app);
+  auto* prefix = app.add_option("-p,--prefix", o.prefix, "sumcastd's eal.file_prefix");
+  app.add_option("--socket", o.socket, "the telemetry socket itself (instead of --prefix)")->excludes(prefix);
+  app.add_option("--timeout", o.timeout_ms, "reply timeout, ms")->check(CLI::Range(1u, 3600000u));
+  app.require_subcommand(1);
+  const auto command = [&](const char* name, const char* what) {
+    CLI::App* c = app.add_subcommand(name, what);
+    c->add_flag("--json", o.json, "print JSON");
+    return c;
+  };
+  CLI::App* stats = command("stats",
+                            "counters per core and in total; drops by reason (non-zero only); the port's own counters "
+                            "(--json: with its extended stats)");
+  auto* watch = stats->add_option("--watch", o.watch_s, "live rates per core, per job and of drops, every SECONDS")
+                    ->expected(0, 1)
+                    ->default_str("1")
+                    ->check(CLI::Range(0.05, 3600.0))
+                    ->type_name("[SECONDS]");
+  stats->add_option("--count", o.count, "with --watch: stop after N refreshes")
+      ->needs(watch)
+      ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
+  CLI::App* jobs = command("jobs", "jobs and control-plane counters");
+  CLI::App* port = command("port",
+                           "the data port's offload path (rte_flow steering, RSS + software dispatch, XDP program), "
+                           "why, and its probed capabilities");
+  CLI::App* check = command("check", "validate an agg.conf without starting anything");
+  check->add_option("FILE", o.file, "the agg.conf")->required();
+  CLI::App* version = command("version", "versions of sumcastctl and of the running sumcastd");
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (stats->parsed()) return cmd_stats(o);
+  if (jobs->parsed()) return cmd_jobs(o);
+  if (port->parsed()) return cmd_port(o);
+  if (check->parsed()) return cmd_check(o);
+  if (version->parsed()) return cmd_version(o);
+  return kExitUsage;  // require_subcommand(1) leaves no other case
 }

@@ -26,6 +26,31 @@ inline void setup(CLI::App& app) {
   app.get_formatter()->column_width(34);
 }
 
+// Whether `name` (e.g. "--json", "-c") is an option of `app` or of any of its subcommands.
+inline bool knows_option(const CLI::App& app, const std::string& name) {
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->check_name(name)) return true;
+  }
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (knows_option(*sub, name)) return true;
+  }
+  return false;
+}
+
+// The first argument that looks like an option but is none of the app's, or "". CLI11 reports a
+// missing required option before an unknown one; the unknown one is usually the real mistake.
+inline std::string unknown_option(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') || a[1] == '.') continue;  // a value
+    if (const size_t eq = a.find('='); eq != std::string::npos) a.resize(eq);
+    if (a.size() > 2 && a[1] != '-') a.resize(2);  // -cFILE
+    if (!knows_option(app, a)) return a;
+  }
+  return "";
+}
+
 // Parses argv. Returns -1 to go on, else the exit status: 0 after --help/--version (printed on
 // stdout), kExitUsage after a usage error (printed on stderr).
 inline int parse(CLI::App& app, int argc, char** argv) {
@@ -41,7 +66,9 @@ inline int parse(CLI::App& app, int argc, char** argv) {
     std::printf("%s\n", app.version().c_str());
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: %s\nrun %s --help for the options\n", app.get_name().c_str(), e.what(),
+    const std::string unknown = unknown_option(app, argc, argv);
+    const std::string what = unknown.empty() ? std::string(e.what()) : "unknown option " + unknown;
+    std::fprintf(stderr, "%s: %s\nrun %s --help for the options\n", app.get_name().c_str(), what.c_str(),
                  app.get_name().c_str());
     return kExitUsage;
   }
