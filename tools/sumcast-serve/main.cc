@@ -1,4 +1,4 @@
-// sumcast-serve: the embedded summation service (worker_shim/embedded: the appliance's engine on
+// sumcast-serve: the embedded summation service (dataplane/embedded: the appliance's engine on
 // a kernel UDP socket, with its control server) as a daemon of its own, so that a worker host (or
 // any CPU node) aggregates a share of every job that lists it like an appliance (docs/scale-out.md).
 // It prints "sumcast-serve: ready CONTROL_ADDRESS" once both sockets are bound, runs until SIGINT or
