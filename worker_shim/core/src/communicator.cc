@@ -663,6 +663,7 @@ void Communicator::check_timers(uint64_t now) {
         ++sl.retries;
         sl.fast_retried = false;
         ++stats_.retransmissions;
+        if (a.probe_slot < 0) ++a.probes_unanswered;  // nothing completed here to probe with: resends must do
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
         sl.last_tx_ns = now;
@@ -991,6 +992,7 @@ Status Communicator::rehome(size_t index, size_t home, const std::vector<int32_t
       next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
       tx_.push_back({a.peer, sl.pkt, sl.len});
       ++stats_.replayed_chunks;
+      ++stats_.replayed_completed;
       if (tx_.size() >= kTxFlushAt) flush_tx();
     } else if (r != last + 1) {
       return Status::internal("slot " + std::to_string(s) + ": the ranks agreed on round " + std::to_string(r) +
@@ -1209,6 +1211,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"rx_aborts", s.transport.aborts},
       {"failovers", s.failovers},
       {"replayed_chunks", s.replayed_chunks},
+      {"replayed_completed", s.replayed_completed},
       {"liveness_probes", s.liveness_probes},
       {"lost_packets", s.lost_packets},
   };

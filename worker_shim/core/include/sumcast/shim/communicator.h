@@ -166,6 +166,7 @@ struct CommStats {
   uint64_t spurious_retransmissions = 0;  // duplicates of retransmitted chunks: the RTO was too short
   uint64_t failovers = 0;                 // aggregators lost and replaced (see Failover)
   uint64_t replayed_chunks = 0;           // chunks resent to a new home (outstanding ones and rounds another rank lacked)
+  uint64_t replayed_completed = 0;        // ... of which rounds this rank had completed and another rank lacked
   uint64_t liveness_probes = 0;           // resends of completed rounds to an aggregator that had gone quiet
   uint64_t lost_packets = 0;              // packets from an aggregator already declared lost, ignored
   TransportCounters transport;            // drops[] includes the communicator's own reasons
