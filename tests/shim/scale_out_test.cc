@@ -318,7 +318,9 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
                 events[ri][0].new_home.c_str(), static_cast<unsigned long long>(events[ri][0].ms),
                 static_cast<unsigned long long>(events[ri][0].replayed), events[ri][0].reason.c_str());
   }
-  if (fc.replays) EXPECT_GT(replayed, 0u);
+  if (fc.replays) {
+    EXPECT_GT(replayed, 0u);
+  }
   if (fc.loss == Loss::kDeafRank) {  // the others resent rounds they had completed, for rank 3
     uint64_t held = 0;
     for (int r = 0; r < 3; ++r) held += stats[static_cast<size_t>(r)].replayed_completed;
