@@ -855,7 +855,13 @@ Status Communicator::finish_failover(Agreement& ag) {
   Agreement::Outcome out = ag.result.get();
   const std::string tried = "failover " + std::to_string(ag.epoch) + " agreeing on " +
                             apps_[ag.coordinator]->address + " (" + lost_summary() + ")";
-  if (!out.status.ok()) return Status(out.status.code(), tried + ": " + out.status.message());
+  if (!out.status.ok()) {
+    if (std::all_of(apps_.begin(), apps_.end(), [](const auto& a) { return a->lost; })) {
+      return Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary() +
+                                 " (" + tried + ": " + out.status.message() + ")");
+    }
+    return Status(out.status.code(), tried + ": " + out.status.message());
+  }
   // What some rank declared lost, this rank gives up too (its state there is frozen from now on).
   std::vector<size_t> lost;
   for (size_t i = 0; i < apps_.size(); ++i) {

@@ -252,6 +252,8 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.rto_max_us = std::max<uint32_t>(config_.rto_us, 200000);
   cc.retries = config_.retries;
   cc.op_timeout_ms = config_.op_timeout_ms;
+  cc.failover = config_.failover;
+  cc.failover_after_ms = config_.failover_after_ms;
   cc.connect_timeout_ms = config_.connect_timeout_ms;
   cc.register_timeout_ms = config_.register_timeout_ms;
   auto c = shim::Communicator::create(cc);

@@ -50,6 +50,8 @@ struct MpiConfig {
   uint32_t rto_us = 5000;                    // SUMCAST_MPI_RTO_US
   uint32_t retries = 0;                      // SUMCAST_MPI_RETRIES (0: unlimited, bounded by op_timeout_ms)
   uint32_t op_timeout_ms = 30000;            // SUMCAST_MPI_OP_TIMEOUT_MS
+  shim::CommConfig::Failover failover = shim::CommConfig::Failover::kAuto;  // SUMCAST_MPI_FAILOVER
+  uint32_t failover_after_ms = 1000;         // SUMCAST_MPI_FAILOVER_AFTER_MS
   uint32_t connect_timeout_ms = 5000;        // SUMCAST_MPI_CONNECT_TIMEOUT_MS
   uint32_t register_timeout_ms = 30000;      // SUMCAST_MPI_REGISTER_TIMEOUT_MS
   bool verbose = false;                      // SUMCAST_MPI_VERBOSE: one line per communicator set up
