@@ -278,7 +278,8 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
     const auto peer = static_cast<uint32_t>(fc.victim);
     c.wrap_transport = [&, rank, peer](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
       if (fc.loss == Loss::kCut) t = std::make_unique<CutPeer>(std::move(t), peer, &cut);
-      if (fc.loss == Loss::kDeafRank && rank == 3) t = std::make_unique<CutPeer>(std::move(t), peer, &cut, true, &deaf_dropped);
+      if (fc.loss == Loss::kDeafRank && rank == 3)
+        t = std::make_unique<CutPeer>(std::move(t), peer, &cut, true, &deaf_dropped);
       if (rank == 0) t = std::make_unique<Trigger>(std::move(t), 2 * 512 + 200, fire);  // in the third call
       return t;
     };
@@ -329,7 +330,8 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
   }
   if (fc.loss == Loss::kCut) {  // some rank heard the silence; the others may have heard of it from the victim
     bool silence = false;
-    for (const auto& e : events) silence = silence || (!e.empty() && e[0].reason.find("answered nothing") != std::string::npos);
+    for (const auto& e : events)
+      silence = silence || (!e.empty() && e[0].reason.find("answered nothing") != std::string::npos);
     EXPECT_TRUE(silence);
   }
 }

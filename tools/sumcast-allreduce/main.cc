@@ -109,8 +109,8 @@ struct Options {
   uint32_t failover_timeout_ms = CommConfig{}.failover_timeout_ms;
   uint32_t failover_max = CommConfig{}.failover_max;
   std::string call_log;  // --call-log PATH: the first local rank's calls, one line each
-  std::string serve;  // "ip[:port]": host an embedded summation service here
-  int gpus = 0;       // --gpus N: each rank owns N buffers, reduced on the host by the planner's plan
+  std::string serve;     // "ip[:port]": host an embedded summation service here
+  int gpus = 0;          // --gpus N: each rank owns N buffers, reduced on the host by the planner's plan
 };
 
 void usage(FILE* f) {
@@ -800,8 +800,8 @@ bool run_one_size(const Options& o, Communicator& comm, int rank, bool report, S
       char line[96];
       std::snprintf(line, sizeof(line), "%lld %.1f %" PRIu64 "%s",
                     static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(end).count()),
-                    std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(),
-                    row.bytes, st.ok() ? "" : " failed");
+                    std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(), row.bytes,
+                    st.ok() ? "" : " failed");
       std::lock_guard<std::mutex> lock(sh->mu);
       sh->call_log.emplace_back(line);
     }

@@ -133,9 +133,9 @@ struct Communicator::Appliance {
   bool lost = false;
   std::string lost_reason;
   uint64_t lost_ns = 0;
-  uint64_t last_heard_ns = 0;    // any packet from it
-  int probe_slot = -1;           // the slot whose last round was completed here most recently
-  int probes_unanswered = 0;     // liveness probes since it was last heard
+  uint64_t last_heard_ns = 0;  // any packet from it
+  int probe_slot = -1;         // the slot whose last round was completed here most recently
+  int probes_unanswered = 0;   // liveness probes since it was last heard
   uint64_t next_liveness_ns = 0;
 };
 
@@ -319,8 +319,8 @@ Status Communicator::register_job(Appliance& a, const std::string& job_name, uin
   if (g.slot_count == 0 || g.core_qpns.empty() || g.payload_bytes < elem_size_ ||
       g.payload_bytes > wire::kMaxPayloadBytes) {
     return Status::internal("appliance " + a.address + " granted an unusable job (slots " +
-                            std::to_string(g.slot_count) + ", payload " + std::to_string(g.payload_bytes) +
-                            " bytes, " + std::to_string(g.core_qpns.size()) + " cores)");
+                            std::to_string(g.slot_count) + ", payload " + std::to_string(g.payload_bytes) + " bytes, " +
+                            std::to_string(g.core_qpns.size()) + " cores)");
   }
   PeerSpec ps;
   ps.ip = g.appliance.ip != 0 ? g.appliance.ip : a.control_addr.ip;
@@ -605,9 +605,9 @@ void Communicator::check_timers(uint64_t now) {
       const uint64_t after = uint64_t{config_.failover_after_ms} * 1'000'000;
       const uint64_t quiet_since = std::max(a.last_heard_ns, a.last_progress_ns);
       if (a.probes_unanswered >= kLivenessProbesBeforeLost && now >= quiet_since + after) {
-        declare_lost(ai, Status::timeout(where(a) + ": answered nothing for " +
-                                         std::to_string(config_.failover_after_ms) + " ms, " +
-                                         std::to_string(a.probes_unanswered) + " liveness probes included"));
+        declare_lost(ai,
+                     Status::timeout(where(a) + ": answered nothing for " + std::to_string(config_.failover_after_ms) +
+                                     " ms, " + std::to_string(a.probes_unanswered) + " liveness probes included"));
         continue;
       }
       if (a.probe_slot >= 0 && now >= quiet_since + after / 4) {
@@ -853,12 +853,12 @@ void Communicator::poll_failover() {
 
 Status Communicator::finish_failover(Agreement& ag) {
   Agreement::Outcome out = ag.result.get();
-  const std::string tried = "failover " + std::to_string(ag.epoch) + " agreeing on " +
-                            apps_[ag.coordinator]->address + " (" + lost_summary() + ")";
+  const std::string tried = "failover " + std::to_string(ag.epoch) + " agreeing on " + apps_[ag.coordinator]->address +
+                            " (" + lost_summary() + ")";
   if (!out.status.ok()) {
     if (std::all_of(apps_.begin(), apps_.end(), [](const auto& a) { return a->lost; })) {
-      return Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary() +
-                                 " (" + tried + ": " + out.status.message() + ")");
+      return Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary() + " (" +
+                                 tried + ": " + out.status.message() + ")");
     }
     return Status(out.status.code(), tried + ": " + out.status.message());
   }

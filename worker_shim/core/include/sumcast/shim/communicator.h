@@ -56,13 +56,13 @@
 // communicator fails with an error naming what was lost and why.
 //
 // Failure. A chunk not answered after `retries` retransmissions, no result from an appliance for
-// op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path),
-// or a transport error fails the communicator (unless failover takes over, above): every pending call completes with that error (its
-// message names the appliance), and so does every later call. Create a new communicator to go on.
-// An abort because a member left is often the echo of another appliance's failure (the ranks that
-// saw it first left every job): the communicator then reports a primary failure already queued
-// on, or arriving within 300 ms at, another appliance's connection instead, when there is one
-// (docs/scale-out.md §4).
+// op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path), or
+// a transport error fails the communicator (unless failover takes over, above): every pending call
+// completes with that error (its message names the appliance), and so does every later call. Create
+// a new communicator to go on. An abort because a member left is often the echo of another
+// appliance's failure (the ranks that saw it first left every job): the communicator then reports a
+// primary failure already queued on, or arriving within 300 ms at, another appliance's connection
+// instead, when there is one (docs/scale-out.md §4).
 //
 // Progress. There is no background thread: the window moves only inside allreduce(), test() and
 // wait(). Several calls may be outstanding (start_allreduce); their chunks share the window, in
@@ -134,7 +134,7 @@ struct CommConfig {
   // Failover (see above). kAuto: on when there is more than one aggregator.
   enum class Failover : uint8_t { kAuto = 0, kOff = 1, kOn = 2 };
   Failover failover = Failover::kAuto;
-  uint32_t failover_after_ms = 1000;     // silence (probes unanswered) that declares an aggregator lost; < op_timeout_ms
+  uint32_t failover_after_ms = 1000;     // silence that declares one lost; < op_timeout_ms
   uint32_t failover_timeout_ms = 30000;  // one failover's agreement and re-registration, at most
   uint32_t failover_max = 4;             // failovers per communicator; past it the call fails
   TransportKind transport = TransportKind::kUdp;
@@ -165,19 +165,19 @@ struct CommStats {
   uint64_t duplicates = 0;                // results for a chunk already completed
   uint64_t spurious_retransmissions = 0;  // duplicates of retransmitted chunks: the RTO was too short
   uint64_t failovers = 0;                 // aggregators lost and replaced (see Failover)
-  uint64_t replayed_chunks = 0;           // chunks resent to a new home (outstanding ones and rounds another rank lacked)
-  uint64_t replayed_completed = 0;        // ... of which rounds this rank had completed and another rank lacked
-  uint64_t liveness_probes = 0;           // resends of completed rounds to an aggregator that had gone quiet
-  uint64_t lost_packets = 0;              // packets from an aggregator already declared lost, ignored
+  uint64_t replayed_chunks = 0;           // chunks resent to a new home (see Failover)
+  uint64_t replayed_completed = 0;        // ... of which rounds this rank had, another lacked
+  uint64_t liveness_probes = 0;           // completed rounds resent to a quiet aggregator
+  uint64_t lost_packets = 0;              // ignored: from an aggregator declared lost
   TransportCounters transport;            // drops[] includes the communicator's own reasons
 };
 
 // One aggregator lost and where its bytes went.
 struct FailoverEvent {
-  std::string lost;      // the lost aggregator's address
-  std::string reason;    // why it was declared lost
-  std::string new_home;  // the aggregator that took its range
-  uint32_t epoch = 0;    // 1 for the first failover
+  std::string lost;       // the lost aggregator's address
+  std::string reason;     // why it was declared lost
+  std::string new_home;   // the aggregator that took its range
+  uint32_t epoch = 0;     // 1 for the first failover
   uint64_t replayed = 0;  // chunks this rank resent to the new home
   uint64_t ms = 0;        // from the detection to the new home registered
 };
@@ -265,10 +265,10 @@ class Communicator {
   std::vector<Received> rx_;
   uint64_t next_deadline_ns_ = 0;  // earliest RTO or op-timeout check
   uint64_t next_control_poll_ns_ = 0;
-  std::vector<int> peer_app_;  // transport peer -> index in apps_, -1: a lost aggregator's
-  std::unique_ptr<Agreement> agreement_;  // a failover in progress
+  std::vector<int> peer_app_;                     // transport peer -> index in apps_, -1: a lost aggregator's
+  std::unique_ptr<Agreement> agreement_;          // a failover in progress
   std::unique_ptr<Communicator> agreement_comm_;  // the last failover's agreement job
-  uint32_t epoch_ = 0;                    // failovers begun
+  uint32_t epoch_ = 0;                            // failovers begun
   std::vector<FailoverEvent> failover_log_;
 };
 

@@ -50,8 +50,6 @@ struct MpiConfig {
   uint32_t rto_us = 5000;                    // SUMCAST_MPI_RTO_US
   uint32_t retries = 0;                      // SUMCAST_MPI_RETRIES (0: unlimited, bounded by op_timeout_ms)
   uint32_t op_timeout_ms = 30000;            // SUMCAST_MPI_OP_TIMEOUT_MS
-  shim::CommConfig::Failover failover = shim::CommConfig::Failover::kAuto;  // SUMCAST_MPI_FAILOVER
-  uint32_t failover_after_ms = 1000;         // SUMCAST_MPI_FAILOVER_AFTER_MS
   uint32_t connect_timeout_ms = 5000;        // SUMCAST_MPI_CONNECT_TIMEOUT_MS
   uint32_t register_timeout_ms = 30000;      // SUMCAST_MPI_REGISTER_TIMEOUT_MS
   bool verbose = false;                      // SUMCAST_MPI_VERBOSE: one line per communicator set up
@@ -59,6 +57,10 @@ struct MpiConfig {
   bool device_stage = true;                  // SUMCAST_MPI_DEVICE_BUFFERS: stage (true) or mpi
   std::string cuda_driver = "libcuda.so.1";  // SUMCAST_MPI_CUDA_DRIVER
   std::string topology_file;                 // SUMCAST_MPI_TOPOLOGY: host description; "": detect NUMA nodes
+
+  // SUMCAST_MPI_FAILOVER and SUMCAST_MPI_FAILOVER_AFTER_MS (docs/failover.md)
+  shim::CommConfig::Failover failover = shim::CommConfig::Failover::kAuto;
+  uint32_t failover_after_ms = 1000;
 };
 
 enum class EnvType : uint8_t { kBool, kBytes, kUint, kString, kList, kPath };
