@@ -344,5 +344,75 @@ INSTANTIATE_TEST_SUITE_P(Losses, AggregatorFailover,
                                            FailoverCase{2, 0, Loss::kDeafRank, "RoundsOneRankLacks"}),
                          [](const ::testing::TestParamInfo<FailoverCase>& i) { return std::string(i.param.name); });
 
+// Past failover's bounds the calls fail, naming what was lost: two aggregators (no hosts), the
+// first stopped mid-call with failover_max 0, or both stopped.
+class FailoverBounds : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FailoverBounds, TheCallFailsNamingWhatWasLost) {
+  const bool both = GetParam();
+  std::vector<std::unique_ptr<embedded::Service>> services;
+  for (int x = 0; x < 2; ++x) {
+    embedded::ServiceOptions so;
+    so.job_timeout_ms = 60000;
+    services.push_back(start_service(so));
+    ASSERT_TRUE(services.back());
+  }
+  const std::string first = services[0]->control_address(), second = services[1]->control_address();
+  std::promise<void> go;
+  std::future<void> go_f = go.get_future();
+  std::atomic<bool> fired{false};
+  auto fire = [&] {
+    if (!fired.exchange(true)) go.set_value();
+  };
+  std::thread stopper([&] {
+    go_f.wait();
+    services[0]->stop();
+    if (both) services[1]->stop();
+  });
+  std::vector<Status> results(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({services[0].get(), services[1].get()}, "bounds", static_cast<uint16_t>(rank), kWorld,
+                               wire::Dtype::kFp32);
+    c.failover = CommConfig::Failover::kOn;
+    c.failover_after_ms = 300;
+    c.failover_timeout_ms = 5000;
+    if (!both) c.failover_max = 0;
+    if (rank == 0) {
+      c.wrap_transport = [&](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
+        return std::make_unique<Trigger>(std::move(t), 700, fire);
+      };
+    }
+    auto comm = Communicator::create(c);
+    if (!comm.ok()) {
+      results[static_cast<size_t>(rank)] = comm.status();
+      return;
+    }
+    const size_t count = size_t{1} << 17;
+    Status st;
+    for (int i = 1; i <= 8 && st.ok(); ++i) {
+      auto buf = make_input(wire::Dtype::kFp32, count, rank, i);
+      st = (*comm)->allreduce(buf.data(), buf.data(), count);
+    }
+    results[static_cast<size_t>(rank)] = st;
+  });
+  fire();
+  stopper.join();
+  for (int r = 0; r < kWorld; ++r) {
+    const Status& st = results[static_cast<size_t>(r)];
+    EXPECT_FALSE(st.ok()) << "rank " << r;
+    EXPECT_NE(st.message().find(first + " lost"), std::string::npos) << "rank " << r << ": " << st.to_string();
+    if (both) {
+      EXPECT_NE(st.message().find(second + " lost"), std::string::npos) << st.to_string();
+    } else {
+      EXPECT_NE(st.message().find("failover_max 0"), std::string::npos) << st.to_string();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Bounds, FailoverBounds, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? std::string("BothLost") : std::string("FailoverMaxZero");
+                         });
+
 }  // namespace
 }  // namespace sumcast::shim

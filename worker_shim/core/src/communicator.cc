@@ -190,6 +190,9 @@ Status Communicator::init() {
     return Status::invalid_argument("need 0 < rto_initial_us <= rto_max_us");
   }
   if (c.appliances.empty()) return Status::invalid_argument("no appliance address given");
+  if (c.failover == CommConfig::Failover::kAuto && c.op_timeout_ms != 0 && c.failover_after_ms >= c.op_timeout_ms) {
+    config_.failover_after_ms = c.op_timeout_ms / 2;  // a short op timeout chosen, failover left at its default
+  }
   if (failover_enabled() && (c.failover_after_ms == 0 || c.failover_timeout_ms == 0 ||
                              (c.op_timeout_ms != 0 && c.failover_after_ms >= c.op_timeout_ms))) {
     return Status::invalid_argument("failover needs 0 < failover_after_ms < op_timeout_ms (" +

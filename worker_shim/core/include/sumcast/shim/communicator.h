@@ -131,7 +131,8 @@ struct CommConfig {
   // (ApplianceInfo::grant.multicast says which). The verbs transport attaches its QP to the
   // group instead (verified on no NIC).
   bool multicast = false;
-  // Failover (see above). kAuto: on when there is more than one aggregator.
+  // Failover (see above). kAuto: on when there is more than one aggregator (and failover_after_ms
+  // is then at most half of a shorter op_timeout_ms); kOn: invalid unless it is below it.
   enum class Failover : uint8_t { kAuto = 0, kOff = 1, kOn = 2 };
   Failover failover = Failover::kAuto;
   uint32_t failover_after_ms = 1000;     // silence that declares one lost; < op_timeout_ms
