@@ -419,7 +419,17 @@ void Communicator::issue(Appliance& a, uint64_t g, uint64_t now, bool replay) {
   sl.op = op;
   if (sl.held) return;  // goes out when the held round is answered
   sl.pkt = sl.pkt_buf[sl.round & 1];
-  const uint32_t wire_round = sl.round - a.round_base[s];
+  sl.len = build_contribution(a, s, sl.pkt, g, sl.round - a.round_base[s], sl.coll_seq, begin, n,
+                              op->send + begin * elem_size_);
+  send_first(a, sl, now);
+  ++(replay ? stats_.replayed_chunks : stats_.chunks);
+  if (tx_.size() >= kTxFlushAt) flush_tx();
+}
+
+// Writes the contribution packet of chunk g (carrying `count` elements from `offset`) for slot s,
+// as the appliance's job numbers its rounds; returns its length.
+uint32_t Communicator::build_contribution(const Appliance& a, uint32_t s, uint8_t* pkt, uint64_t g, uint32_t round,
+                                          uint32_t coll_seq, uint64_t offset, uint16_t count, const uint8_t* payload) {
   wire::SumcastHeader h;
   h.type = wire::MsgType::kContribution;
   h.dtype = config_.dtype;
@@ -427,14 +437,18 @@ void Communicator::issue(Appliance& a, uint64_t g, uint64_t now, bool replay) {
   h.job_id = a.grant.job_id;
   h.rank = config_.rank;
   h.slot = static_cast<uint16_t>(s);
-  h.round = wire_round;
-  h.coll_seq = sl.coll_seq;
-  h.elem_count = n;
-  h.flags = (wire_round & 1) != 0 ? wire::kFlagSlotVersion : 0;
-  h.elem_offset = begin;
+  h.round = round;
+  h.coll_seq = coll_seq;
+  h.elem_count = count;
+  h.flags = (round & 1) != 0 ? wire::kFlagSlotVersion : 0;
+  h.elem_offset = offset;
   const uint32_t dest_qp = a.grant.core_qpns[s % a.grant.core_qpns.size()];
-  sl.len = static_cast<uint32_t>(transport_->build(sl.pkt, a.peer, dest_qp, static_cast<uint32_t>(g & 0xFFFFFF), h,
-                                                   op->send + begin * elem_size_));
+  return static_cast<uint32_t>(
+      transport_->build(pkt, a.peer, dest_qp, static_cast<uint32_t>(g & 0xFFFFFF), h, payload));
+}
+
+// The first transmission of what the slot now carries (sl.pkt, sl.len): timers start.
+void Communicator::send_first(Appliance& a, Slot& sl, uint64_t now) {
   if (a.busy == 0) a.last_progress_ns = now;
   ++a.busy;
   sl.retries = 0;
@@ -446,8 +460,6 @@ void Communicator::issue(Appliance& a, uint64_t g, uint64_t now, bool replay) {
   sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
   next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
   tx_.push_back({a.peer, sl.pkt, sl.len});
-  ++(replay ? stats_.replayed_chunks : stats_.chunks);
-  if (tx_.size() >= kTxFlushAt) flush_tx();
 }
 
 void Communicator::flush_tx() {
@@ -972,34 +984,12 @@ Status Communicator::rehome(size_t index, size_t home, const std::vector<int32_t
       const size_t len = size_t{sl.last_elem_count} * elem_size_;
       uint8_t* pkt = sl.pkt_buf[sl.last_round & 1];
       payload.assign(pkt + transport_->payload_offset(), pkt + transport_->payload_offset() + len);
-      wire::SumcastHeader h;
-      h.type = wire::MsgType::kContribution;
-      h.dtype = config_.dtype;
-      h.op = config_.op;
-      h.job_id = a.grant.job_id;
-      h.rank = config_.rank;
-      h.slot = static_cast<uint16_t>(s);
-      h.round = 0;
-      h.coll_seq = sl.last_coll_seq;
-      h.elem_count = sl.last_elem_count;
-      h.flags = 0;
-      h.elem_offset = sl.last_elem_offset;
-      const uint32_t dest_qp = a.grant.core_qpns[s % a.grant.core_qpns.size()];
-      sl.last_len = static_cast<uint32_t>(
-          transport_->build(pkt, a.peer, dest_qp, static_cast<uint32_t>(sl.last_g & 0xFFFFFF), h, payload.data()));
+      sl.last_len = build_contribution(a, s, pkt, sl.last_g, 0, sl.last_coll_seq, sl.last_elem_offset,
+                                       sl.last_elem_count, payload.data());
       sl.held = true;
       sl.pkt = pkt;
       sl.len = sl.last_len;
-      ++a.busy;
-      sl.retries = 0;
-      sl.fast_retried = false;
-      sl.rto_us = a.rto_us;
-      sl.sent_ns = now;
-      sl.last_tx_ns = now;
-      sl.last_tx_seq = ++a.tx_seq;
-      sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
-      next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
-      tx_.push_back({a.peer, sl.pkt, sl.len});
+      send_first(a, sl, now);
       ++stats_.replayed_chunks;
       ++stats_.replayed_completed;
       if (tx_.size() >= kTxFlushAt) flush_tx();

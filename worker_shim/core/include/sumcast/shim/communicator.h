@@ -225,7 +225,9 @@ class Communicator {
   Status init();
   Status register_job(Appliance& a, const std::string& job_name, uint16_t slots, uint32_t payload, uint32_t timeout_ms);
   void issue(Appliance& a, uint64_t g, uint64_t now, bool replay = false);
-  void issue_held(Appliance& a, Slot& sl, uint64_t now);
+  uint32_t build_contribution(const Appliance& a, uint32_t s, uint8_t* pkt, uint64_t g, uint32_t round,
+                              uint32_t coll_seq, uint64_t offset, uint16_t count, const uint8_t* payload);
+  void send_first(Appliance& a, Slot& sl, uint64_t now);
   void on_lost(size_t index, Status why, bool member_left);
   void declare_lost(size_t index, Status why);
   void start_agreement();
