@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <string>
@@ -230,7 +232,39 @@ struct FailoverCase {
   Loss loss;
   const char* name;
   bool replays = true;  // it has chunks outstanding when lost (a host's small share may be done by then)
+  // Deterministic summation and non-integer inputs of mixed magnitudes: every rank's result must
+  // be bitwise the rank-order sum, which the lost aggregator would have produced.
+  bool deterministic = false;
 };
+
+// A non-integer input of mixed magnitude (sums depend on the order of additions).
+float real_input(int rank, size_t i, int call) {
+  uint64_t h = (static_cast<uint64_t>(rank) << 48) ^ (static_cast<uint64_t>(call) << 40) ^ i;
+  h *= 0x9E3779B97F4A7C15ull;
+  h ^= h >> 31;
+  const float v =
+      std::ldexp(1.0f + static_cast<float>(h & 0xFFFFFF) / 16777216.0f, static_cast<int>((h >> 24) % 24) - 12);
+  return (h >> 60) & 1 ? -v : v;
+}
+
+std::vector<uint8_t> real_inputs(size_t count, int rank, int call) {
+  std::vector<uint8_t> v(count * 4);
+  for (size_t i = 0; i < count; ++i) {
+    const float x = real_input(rank, i, call);
+    std::memcpy(v.data() + i * 4, &x, 4);
+  }
+  return v;
+}
+
+std::vector<uint8_t> rank_order_sums(size_t count, int call) {
+  std::vector<uint8_t> v(count * 4);
+  for (size_t i = 0; i < count; ++i) {
+    float acc = real_input(0, i, call);
+    for (int r = 1; r < kWorld; ++r) acc += real_input(r, i, call);
+    std::memcpy(v.data() + i * 4, &acc, 4);
+  }
+  return v;
+}
 
 // n = 4, calls of integer-valued data; mid-way through the third call, one aggregator stops (its
 // jobs abort) or its link is cut (it goes silent): every call on every rank completes with the
@@ -275,6 +309,7 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
     c.failover_after_ms = 300;
     c.op_timeout_ms = 20000;
     c.failover_timeout_ms = 10000;
+    c.deterministic = fc.deterministic;
     const auto peer = static_cast<uint32_t>(fc.victim);
     c.wrap_transport = [&, rank, peer](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
       if (fc.loss == Loss::kCut) t = std::make_unique<CutPeer>(std::move(t), peer, &cut);
@@ -290,9 +325,10 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
       return;
     }
     for (int i = 1; i <= calls && errors[static_cast<size_t>(rank)].empty(); ++i) {
-      auto buf = make_input(wire::Dtype::kFp32, count, rank, i);
+      auto buf = fc.deterministic ? real_inputs(count, rank, i) : make_input(wire::Dtype::kFp32, count, rank, i);
       Status st = (*comm)->allreduce(buf.data(), buf.data(), count);  // in place
-      const auto want = make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, kWorld, i);
+      const auto want = fc.deterministic ? rank_order_sums(count, i)
+                                         : make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, kWorld, i);
       if (!st.ok()) {
         errors[static_cast<size_t>(rank)] = "call " + std::to_string(i) + ": " + st.to_string();
       } else if (long bad = first_mismatch(buf, want, 4); bad != -1) {
@@ -341,7 +377,8 @@ INSTANTIATE_TEST_SUITE_P(Losses, AggregatorFailover,
                                            FailoverCase{2, 0, Loss::kCut, "ApplianceCut"},
                                            FailoverCase{2, 3, Loss::kStopped, "HostAggregatorStopped", false},
                                            FailoverCase{1, 0, Loss::kStopped, "ApplianceToHosts"},
-                                           FailoverCase{2, 0, Loss::kDeafRank, "RoundsOneRankLacks"}),
+                                           FailoverCase{2, 0, Loss::kDeafRank, "RoundsOneRankLacks"},
+                                           FailoverCase{2, 0, Loss::kDeafRank, "DeterministicBitwise", true, true}),
                          [](const ::testing::TestParamInfo<FailoverCase>& i) { return std::string(i.param.name); });
 
 // Past failover's bounds the calls fail, naming what was lost: two aggregators (no hosts), the
