@@ -616,13 +616,17 @@ void Communicator::check_timers(uint64_t now) {
     if (failover_enabled()) {
       // Liveness (see Failover): quiet for a quarter of failover_after_ms with chunks outstanding,
       // resend the round most recently completed here, which a live aggregator answers; nothing
-      // heard for failover_after_ms, probes included, declares it lost.
+      // heard for failover_after_ms, probes included, declares it lost. With nothing completed
+      // here yet there is nothing to probe with: unanswered resends count, over four times as
+      // long (they cannot tell a late rank from a lost aggregator).
       const uint64_t after = uint64_t{config_.failover_after_ms} * 1'000'000;
       const uint64_t quiet_since = std::max(a.last_heard_ns, a.last_progress_ns);
-      if (a.probes_unanswered >= kLivenessProbesBeforeLost && now >= quiet_since + after) {
-        declare_lost(ai,
-                     Status::timeout(where(a) + ": answered nothing for " + std::to_string(config_.failover_after_ms) +
-                                     " ms, " + std::to_string(a.probes_unanswered) + " liveness probes included"));
+      const bool probed = a.probe_slot >= 0;
+      if (a.probes_unanswered >= kLivenessProbesBeforeLost && now >= quiet_since + (probed ? after : 4 * after)) {
+        declare_lost(ai, Status::timeout(where(a) + ": answered nothing for " +
+                                         std::to_string((probed ? 1 : 4) * config_.failover_after_ms) + " ms, " +
+                                         std::to_string(a.probes_unanswered) +
+                                         (probed ? " liveness probes included" : " retransmissions included")));
         continue;
       }
       if (a.probe_slot >= 0 && now >= quiet_since + after / 4) {
