@@ -6,7 +6,7 @@
 # calls (30 under loss) of 256 Ki integer-valued fp32 elements with --check:
 #   kill     SIGKILL sumcastd (control connections drop)
 #   stop     SIGSTOP sumcast-serve on a1 (connections stay up: silence tells; sumcastd is the
-#            agreement's and the range's new home)
+#            agreement's and the range's new home); then SIGCONT: a new job over both is exact
 #   cut      sumcastd's data link goes down on the switch (its control stays up: silence tells)
 #   hostagg  SIGKILL sumcastd; its range moves to host 0's aggregator
 #   loss1    1% loss on every switch port (tb_loss 1), then SIGKILL sumcastd
@@ -111,4 +111,18 @@ for ((i = 0; i < N; i++)); do
   note "rank $i: $line"
 done
 [ "$replayed" -gt 0 ] || fail "no rank replayed a chunk"
+if [ "$MODE" = stop ]; then  # the frozen aggregator comes back and takes new jobs
+  kill -CONT "${SERVE_PIDS[0]}"
+  IT_PIDS=()
+  for ((i = 0; i < N; i++)); do
+    ip netns exec "$(tb_ns "w$i")" "$ALLREDUCE" "${aggs[@]}" --token-file "$IT_WORK/token" --job fo-rejoin \
+      --rank "$i" --world "$N" --bind "${TB_WORKER_IP[$i]}" --check --iters 3 --warmup 0 --counts $COUNT --slots 64 \
+      >"$IT_WORK/rejoin.r$i.log" 2>&1 &
+    IT_PIDS+=($!)
+  done
+  it_wait 60 || fail "the job after SIGCONT did not finish"
+  it_expect_exact rejoin "$N" 1
+  ! grep -q '^# failover' "$IT_WORK"/rejoin.r*.log || fail "the job after SIGCONT failed over"
+  note "after SIGCONT, a new job over both aggregators was exact without a failover"
+fi
 echo "PASS: $MODE: $victim lost mid-job; $ITERS calls exact on every rank, range moved to $new_home, $replayed chunks replayed"
