@@ -732,17 +732,22 @@ void Communicator::on_lost(size_t index, Status why, bool member_left) {
   }
   if (member_left) {
     const uint64_t deadline = now_ns() + kRootCauseWaitNs;
-    for (;;) {
-      for (size_t j = 0; j < apps_.size(); ++j) {
+    for (bool primary = false; !primary;) {
+      for (size_t j = 0; j < apps_.size() && !primary; ++j) {
         Appliance& o = *apps_[j];
         if (j == index || o.lost || !o.control) continue;
         Status st = o.control->poll();
-        if (!st.ok() && st.message().find("(member_left)") != std::string::npos) {
+        if (st.ok()) continue;
+        if (st.message().find("(member_left)") != std::string::npos) {
           fail(Status(why.code(), why.message() + "; " + where(o) + " too: a rank left the job"));
           return;
         }
+        // A primary failure elsewhere (the abort here is its echo): that one is lost first.
+        declare_lost(j, Status(st.code(), where(o) + ": " + st.message()));
+        if (!failed_.ok()) return;
+        primary = true;
       }
-      if (now_ns() >= deadline) break;
+      if (primary || now_ns() >= deadline) break;
       pollfd fds[16];
       nfds_t nfds = 0;
       for (size_t j = 0; j < apps_.size() && nfds < 16; ++j) {
