@@ -9,8 +9,9 @@
 #   MODE exact (default): fp32 counts that do and do not divide evenly, up to 4 MiB, with --check
 #     (exact), then: rank 0 printed the placement, with each aggregator's share as the formula says;
 #     every aggregator with a share started the job, those without none.
-#   MODE host_killed: host 1's aggregator is killed (SIGKILL) mid-call: every rank exits 1 within
-#     the deadline and its error names host 1's aggregator.
+#   MODE host_killed: with failover off, host 1's aggregator is killed (SIGKILL) mid-call: every
+#     rank exits 1 within the deadline and its error names host 1's aggregator (failover_test.sh
+#     tests the same loss survived).
 #   MODE inprocess: as exact, but each host's aggregator is its rank's own in-process service
 #     (sumcast-allreduce --serve), not a sidecar: the ranks start together and wait for each
 #     other's services, and each keeps its service up until the others are done with it.
@@ -99,7 +100,7 @@ if [ "$MODE" = exact ] || [ "$MODE" = inprocess ]; then
   echo "PASS: n=$N K=$K exact; appliances' share $y (formula $want); $used aggregators used, $unused unused"
 elif [ "$MODE" = host_killed ]; then
   victim="${TB_WORKER_IP[1]}:4790"
-  ranks killed --iters 20 --warmup 0 --counts 4M --op-timeout-ms 30000
+  ranks killed --iters 20 --warmup 0 --counts 4M --op-timeout-ms 30000 --failover off
   # Data flows through host 1's aggregator (its counters are not visible from here: wait for the
   # ranks' first placement line and for sumcastd or, at K = 0, a little traffic on host 1's port).
   tb_wait_line "$IT_WORK/killed.r0.log" '^# placement' 30 "${IT_PIDS[0]}" || fail "rank 0 did not start"

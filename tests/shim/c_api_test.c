@@ -235,6 +235,7 @@ int main(void) {
   CHECK(cfg.dtype == SUMCAST_FP32 && cfg.op == SUMCAST_SUM);
   CHECK(cfg.deterministic == 0);
   CHECK(cfg.multicast == 0);
+  CHECK(cfg.failover == 0 && cfg.failover_after_ms == 1000 && cfg.failover_max == 4);
 
   /* Errors before any communicator exists go to sumcast_last_error(NULL). */
   sumcast_comm* comm = (sumcast_comm*)&cfg;
@@ -254,6 +255,11 @@ int main(void) {
   cfg.transport = "carrier-pigeon";
   CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
   CHECK(strstr(sumcast_last_error(NULL), "transport") != NULL);
+  cfg.transport = NULL;
+  cfg.failover = 7;
+  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(sumcast_last_error(NULL), "failover") != NULL);
+  cfg.failover = 0;
   sumcast_comm_destroy(NULL);
 
   /* The shared library exports the C API only. */

@@ -272,6 +272,7 @@ class ForwardingTransport : public Transport {
                const uint8_t* payload) override {
     return inner_->build(buf, peer, dest_qp, psn, hdr, payload);
   }
+  size_t payload_offset() const override { return inner_->payload_offset(); }
   Status send(std::span<const OutPacket> packets) override { return inner_->send(packets); }
   size_t receive(std::span<Received> out) override { return inner_->receive(out); }
   int wait_fd() const override { return inner_->wait_fd(); }

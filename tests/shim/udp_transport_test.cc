@@ -139,6 +139,7 @@ TEST(UdpTransport, BuiltPacketParsesAndItsIcrcCoversTheKernelHeaders) {
   EXPECT_EQ(pp.src_qp, t->local_endpoint().qpn);
   EXPECT_EQ(pp.hdr.elem_offset, 1024u);
   EXPECT_EQ(std::memcmp(pp.payload, payload, 12), 0);
+  EXPECT_EQ(std::memcmp(buf.data() + t->payload_offset(), payload, 12), 0);  // where failover finds it
   icrc::UdpFields f;
   f.src_ip = kLoopback;
   f.dst_ip = app.ip;

@@ -207,7 +207,9 @@ TEST(VerbsSeam, ASendCompletionErrorFailsTheTransport) {
   std::vector<uint8_t> pkt((*t)->packet_capacity(16));
   wire::SumcastHeader h;
   h.elem_count = 4;
-  const size_t len = (*t)->build(pkt.data(), 0, 0x40, 0, h, std::vector<uint8_t>(16).data());
+  const std::vector<uint8_t> payload = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  const size_t len = (*t)->build(pkt.data(), 0, 0x40, 0, h, payload.data());
+  EXPECT_EQ(std::memcmp(pkt.data() + (*t)->payload_offset(), payload.data(), 16), 0);  // where failover finds it
   const OutPacket op{0, pkt.data(), static_cast<uint32_t>(len)};
   ASSERT_TRUE((*t)->send({&op, 1}).ok());
   EXPECT_EQ(f.sent().size(), 1u);

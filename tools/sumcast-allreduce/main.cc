@@ -109,8 +109,13 @@ struct Options {
   uint32_t rto_us = 5000;
   uint32_t retries = 100;
   uint32_t op_timeout_ms = 30000;
-  std::string serve;  // "ip[:port]": host an embedded summation service here
-  int gpus = 0;       // --gpus N: each rank owns N buffers, reduced on the host by the planner's plan
+  CommConfig::Failover failover = CommConfig::Failover::kAuto;
+  uint32_t failover_after_ms = CommConfig{}.failover_after_ms;
+  uint32_t failover_timeout_ms = CommConfig{}.failover_timeout_ms;
+  uint32_t failover_max = CommConfig{}.failover_max;
+  std::string call_log;  // --call-log PATH: the first local rank's calls, one line each
+  std::string serve;     // "ip[:port]": host an embedded summation service here
+  int gpus = 0;          // --gpus N: each rank owns N buffers, reduced on the host by the planner's plan
 };
 
 void usage(FILE* f) {
@@ -168,6 +173,13 @@ void usage(FILE* f) {
                "                             window (50), N slots regrow per window of results (1), at most\n"
                "                             one cut per U us (0: per smoothed RTT)\n"
                "  --rto-us U --retries N --op-timeout-ms T   reliability knobs (5000, 100, 30000)\n"
+               "  --failover auto|on|off     survive the loss of an aggregator (docs/failover.md); auto:\n"
+               "                             on with more than one aggregator (default)\n"
+               "  --failover-after-ms T      silence that declares an aggregator lost (1000; < op timeout)\n"
+               "  --failover-timeout-ms T --failover-max N   bound of one failover, failovers per run\n"
+               "                             (30000, 4); each failover is printed (# failover ...)\n"
+               "  --call-log PATH            the first local rank's calls, one line each: the call's end\n"
+               "                             (Unix ns), its duration (us) and bytes; for perf/failover\n"
                "  --serve IP[:PORT]          also host an embedded summation service (UDP 4791, control\n"
                "                             PORT, default 4790) and use it when no --appliance is given;\n"
                "                             list it with --host-agg to make this host an aggregator (the\n"
@@ -368,6 +380,19 @@ int parse_args(int argc, char** argv, Options* o) {
       ok = parse_int(v, 0, 1000000000, &n), o->retries = static_cast<uint32_t>(n);
     } else if (a == "--op-timeout-ms") {
       ok = parse_int(v, 0, 100000000, &n), o->op_timeout_ms = static_cast<uint32_t>(n);
+    } else if (a == "--failover") {
+      ok = std::strcmp(v, "auto") == 0 || std::strcmp(v, "on") == 0 || std::strcmp(v, "off") == 0;
+      o->failover = std::strcmp(v, "on") == 0    ? CommConfig::Failover::kOn
+                    : std::strcmp(v, "off") == 0 ? CommConfig::Failover::kOff
+                                                 : CommConfig::Failover::kAuto;
+    } else if (a == "--failover-after-ms") {
+      ok = parse_int(v, 1, 100000000, &n), o->failover_after_ms = static_cast<uint32_t>(n);
+    } else if (a == "--failover-timeout-ms") {
+      ok = parse_int(v, 1, 100000000, &n), o->failover_timeout_ms = static_cast<uint32_t>(n);
+    } else if (a == "--failover-max") {
+      ok = parse_int(v, 0, 1000000, &n), o->failover_max = static_cast<uint32_t>(n);
+    } else if (a == "--call-log") {
+      o->call_log = v;
     } else if (a == "--serve") {
       o->serve = v;
     } else if (a == "--inputs") {
@@ -743,6 +768,8 @@ struct Shared {
   std::atomic<bool> failed{false};
   std::string first_error;
   std::vector<std::pair<std::string, uint64_t>> stats;  // first local rank's counters
+  std::vector<sumcast::shim::FailoverEvent> failovers;  // ... and its failovers
+  std::vector<std::string> call_log;                    // ... and its calls (--call-log)
   uint64_t total_wrong = 0;
   std::vector<uint8_t> dump;  // first local rank's results, each size's last iteration
 };
@@ -771,6 +798,7 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
   if (report) {  // also after a failure: the counters tell how it went
     std::lock_guard<std::mutex> lock(sh->mu);
     sh->stats = (*created)->stat_list();
+    sh->failovers = (*created)->failovers();
   }
 }
 
@@ -784,8 +812,19 @@ bool run_one_size(const Options& o, Communicator& comm, int rank, bool report, S
                   const std::function<void()>& warm, const std::function<void(int)>& prepare,
                   const std::function<Status()>& call, const std::function<uint64_t()>& wrong, const uint8_t* result) {
   auto one = [&]() -> bool {
+    const auto t0 = std::chrono::steady_clock::now();
     Status st = call();
     if (!st.ok()) record_error(sh, rank, "size " + std::to_string(row.bytes) + ": " + st.to_string());
+    if (report && !o.call_log.empty()) {
+      const auto end = std::chrono::system_clock::now().time_since_epoch();
+      char line[96];
+      std::snprintf(line, sizeof(line), "%lld %.1f %" PRIu64 "%s",
+                    static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(end).count()),
+                    std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(), row.bytes,
+                    st.ok() ? "" : " failed");
+      std::lock_guard<std::mutex> lock(sh->mu);
+      sh->call_log.emplace_back(line);
+    }
     return st.ok();
   };
   for (int w = 0; w < o.warmup; ++w) {
@@ -981,6 +1020,10 @@ int main(int argc, char** argv) {
   base.rto_max_us = std::max<uint32_t>(o.rto_us, 200000);
   base.retries = o.retries;
   base.op_timeout_ms = o.op_timeout_ms;
+  base.failover = o.failover;
+  base.failover_after_ms = o.failover_after_ms;
+  base.failover_timeout_ms = o.failover_timeout_ms;
+  base.failover_max = o.failover_max;
   base.deterministic = o.deterministic;
   base.multicast = o.multicast;
 
@@ -1044,6 +1087,25 @@ int main(int argc, char** argv) {
                     sumcast::wire::dtype_name(o.dtype), sumcast::wire::reduce_op_name(o.op), r.time_us, algbw, algbw,
                     o.check ? std::to_string(r.wrong).c_str() : "N/A");
       }
+    }
+  }
+  for (const auto& e : sh.failovers) {  // every process: the test bed's failover tests read them
+    if (o.json) {
+      std::printf("{\"failover\":{\"rank\":%d,\"epoch\":%u,\"lost\":\"%s\",\"new_home\":\"%s\",\"ms\":%" PRIu64
+                  ",\"replayed\":%" PRIu64 "}}\n",
+                  o.rank, e.epoch, e.lost.c_str(), e.new_home.c_str(), e.ms, e.replayed);
+    } else {
+      std::printf("# failover %u of rank %d: %s lost (%s); its range moved to %s in %" PRIu64 " ms, %" PRIu64
+                  " chunks replayed\n",
+                  e.epoch, o.rank, e.lost.c_str(), e.reason.c_str(), e.new_home.c_str(), e.ms, e.replayed);
+    }
+  }
+  if (!o.call_log.empty()) {
+    std::ofstream f(o.call_log, std::ios::trunc);
+    for (const auto& l : sh.call_log) f << l << "\n";
+    if (!f) {
+      std::fprintf(stderr, "sumcast-allreduce: cannot write %s\n", o.call_log.c_str());
+      return 1;
     }
   }
   // Every process prints its first rank's counters (those that are not zero): the test bed's

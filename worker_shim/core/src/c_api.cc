@@ -123,6 +123,10 @@ void sumcast_config_init(sumcast_config* config) {
   config->op_timeout_ms = defaults.op_timeout_ms;
   config->connect_timeout_ms = defaults.connect_timeout_ms;
   config->register_timeout_ms = defaults.register_timeout_ms;
+  config->failover = 0;
+  config->failover_after_ms = defaults.failover_after_ms;
+  config->failover_timeout_ms = defaults.failover_timeout_ms;
+  config->failover_max = defaults.failover_max;
 }
 
 sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** comm) {
@@ -185,6 +189,16 @@ sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** 
     cc.rdma_device = c.rdma_device != nullptr ? c.rdma_device : "";
     cc.deterministic = c.deterministic != 0;
     cc.multicast = c.multicast != 0;
+    if (c.failover > 2) {
+      t_create_error = "failover must be 0 (auto), 1 (off) or 2 (on), got " + std::to_string(c.failover);
+      return SUMCAST_ERR_INVALID_ARGUMENT;
+    }
+    cc.failover = c.failover == 1   ? sumcast::shim::CommConfig::Failover::kOff
+                  : c.failover == 2 ? sumcast::shim::CommConfig::Failover::kOn
+                                    : sumcast::shim::CommConfig::Failover::kAuto;
+    cc.failover_after_ms = c.failover_after_ms;
+    cc.failover_timeout_ms = c.failover_timeout_ms;
+    cc.failover_max = c.failover_max;
     auto created = sumcast::shim::Communicator::create(cc);
     if (!created.ok()) {
       t_create_error = created.status().message();

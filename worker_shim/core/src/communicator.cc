@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <future>
 #include <limits>
+#include <thread>
 
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/placement.h"
@@ -22,6 +25,7 @@ constexpr size_t kTxFlushAt = 64;
 constexpr int kRxBatchesPerRound = 16;              // receive batches drained before timers are looked at
 constexpr uint64_t kRootCauseWaitNs = 300'000'000;  // how long a secondary abort waits for the primary one
 constexpr size_t kMaxJobNameLen = 64;
+constexpr int kLivenessProbesBeforeLost = 2;  // unanswered liveness probes before silence means lost
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
@@ -85,6 +89,17 @@ struct Communicator::Slot {
   uint32_t rto_us = 0;
   uint32_t retries = 0;
   bool fast_retried = false;  // the latest transmission was a fast retransmission
+  // The last two rounds' packets (by round parity): the last completed round's stays while the
+  // next one is outstanding, so that it can be replayed to a new home (see Failover).
+  uint8_t* pkt_buf[2] = {nullptr, nullptr};
+  uint64_t last_g = 0;  // the last completed round's chunk, and what its packet carried
+  uint32_t last_coll_seq = 0;
+  uint64_t last_elem_offset = 0;
+  uint16_t last_elem_count = 0;
+  uint32_t last_len = 0;
+  // After a failover: the slot carries its last completed round again, for a rank that lacks
+  // it; the answer is discarded. A real chunk (busy) waits behind it.
+  bool held = false;
 };
 
 struct Communicator::Appliance {
@@ -126,11 +141,35 @@ struct Communicator::Appliance {
     const Slot& sl = slots[g % slot_count];
     return sl.g > g || (sl.g == g && !sl.busy && sl.completed_once);
   }
+  // Failover.
+  std::vector<uint32_t> round_base;  // per slot: the absolute round sent as this job's round 0
+  bool lost = false;
+  std::string lost_reason;
+  uint64_t lost_ns = 0;
+  uint64_t last_heard_ns = 0;  // any packet from it
+  int probe_slot = -1;         // the slot whose last round was completed here most recently
+  int probes_unanswered = 0;   // liveness probes since it was last heard
+  uint64_t next_liveness_ns = 0;
+};
+
+// A failover's agreement, run on a thread (registering blocks until every rank is there, and
+// this rank must keep serving the other aggregators meanwhile, which the late ranks may wait on).
+struct Communicator::Agreement {
+  struct Outcome {
+    Status status;
+    std::unique_ptr<Communicator> comm;  // the agreement job
+    std::vector<int32_t> alive;          // per aggregator, 0: some rank declared it lost
+  };
+  std::future<Outcome> result;
+  uint32_t epoch = 0;
+  size_t coordinator = 0;
+  uint64_t t0 = 0;
 };
 
 Communicator::Communicator(const CommConfig& config) : config_(config) {}
 
 Communicator::~Communicator() {
+  agreement_.reset();  // its thread was detached and ends on its own (its registration times out)
   for (auto& a : apps_) {
     if (a->control && failed_.ok()) (void)a->control->leave();
   }
@@ -167,6 +206,15 @@ Status Communicator::init() {
   if (c.window_cut_percent < 1 || c.window_cut_percent > 99 || c.window_step < 1) {
     return Status::invalid_argument("window_cut_percent must be 1..99 and window_step at least 1, got " +
                                     std::to_string(c.window_cut_percent) + " and " + std::to_string(c.window_step));
+  }
+  if (c.failover == CommConfig::Failover::kAuto && c.op_timeout_ms != 0 && c.failover_after_ms >= c.op_timeout_ms) {
+    config_.failover_after_ms = c.op_timeout_ms / 2;  // a short op timeout chosen, failover left at its default
+  }
+  if (failover_enabled() && (c.failover_after_ms == 0 || c.failover_timeout_ms == 0 ||
+                             (c.op_timeout_ms != 0 && c.failover_after_ms >= c.op_timeout_ms))) {
+    return Status::invalid_argument("failover needs 0 < failover_after_ms < op_timeout_ms (" +
+                                    std::to_string(c.failover_after_ms) + ", " + std::to_string(c.op_timeout_ms) +
+                                    ") and failover_timeout_ms > 0");
   }
 
   // Resolve every appliance before touching the network.
@@ -221,64 +269,23 @@ Status Communicator::init() {
     if (!transport_) return Status::invalid_argument("wrap_transport returned no transport");
   }
 
-  const Endpoint me = transport_->local_endpoint();
   size_t total_slots = 0;
   for (auto& ap : apps_) {
     Appliance& a = *ap;
-    auto cc = ControlClient::connect(a.control_addr.host, a.control_addr.port, c.token, c.connect_timeout_ms);
-    if (!cc.ok()) return Status(cc.status().code(), "appliance " + a.address + ": " + cc.status().message());
-    a.control = std::move(cc).value();
-    RegisterRequest req;
-    req.job_name = c.job_name;
-    req.world_size = c.world_size;
-    req.rank = c.rank;
-    req.dtype = c.dtype;
-    req.op = c.op;
-    // What the path carries (the verbs transport clamps a default payload to its port's MTU).
-    req.max_payload_bytes = static_cast<uint16_t>(std::min<uint32_t>(c.payload_bytes, transport_->max_payload()));
-    req.slots = c.slots;
-    req.endpoint = me;
-    req.deterministic = c.deterministic;
-    req.multicast = c.multicast;
-    auto grant = a.control->register_rank(req, c.register_timeout_ms);
-    if (!grant.ok()) {
-      return Status(grant.status().code(), "appliance " + a.address + ": registering rank " + std::to_string(c.rank) +
-                                               " of job '" + c.job_name + "': " + grant.status().message());
-    }
-    a.grant = std::move(grant).value();
-    const JobGrant& g = a.grant;
-    if (g.multicast && (g.multicast_ip >> 28) != 0xE) {
-      return Status::internal("appliance " + a.address + " granted results by multicast to " +
-                              format_ipv4(g.multicast_ip) + ", which is no multicast group");
-    }
-    if (c.deterministic && !g.deterministic) {
-      return Status::unavailable("appliance " + a.address + " did not grant deterministic summation");
-    }
-    if (g.slot_count == 0 || g.core_qpns.empty() || g.payload_bytes < elem_size_ ||
-        g.payload_bytes > wire::kMaxPayloadBytes) {
-      return Status::internal("appliance " + a.address + " granted an unusable job (slots " +
-                              std::to_string(g.slot_count) + ", payload " + std::to_string(g.payload_bytes) +
-                              " bytes, " + std::to_string(g.core_qpns.size()) + " cores)");
-    }
-    PeerSpec ps;
-    ps.ip = g.appliance.ip != 0 ? g.appliance.ip : a.control_addr.ip;
-    ps.udp_port = g.appliance.udp_port != 0 ? g.appliance.udp_port : wire::kRoceUdpPort;
-    std::memcpy(ps.mac, g.appliance.mac, 6);
-    ps.job_id = g.job_id;
-    ps.qkey = g.qkey;
-    ps.rank = c.rank;
-    ps.dtype = c.dtype;
-    ps.op = c.op;
-    ps.group = g.multicast ? g.multicast_ip : 0;
-    auto peer = transport_->add_peer(ps);
-    if (!peer.ok()) return Status(peer.status().code(), "appliance " + a.address + ": " + peer.status().message());
-    a.peer = *peer;
-    a.chunk_elems = static_cast<uint32_t>(g.payload_bytes / elem_size_);
-    a.slot_count = g.slot_count;
+    Status st = register_job(a, c.job_name, c.slots, c.payload_bytes, c.register_timeout_ms);
+    if (!st.ok()) return st;
+    a.chunk_elems = static_cast<uint32_t>(a.grant.payload_bytes / elem_size_);
+    a.slot_count = a.grant.slot_count;
     a.pkt_cap = transport_->packet_capacity(size_t{a.chunk_elems} * elem_size_);
-    a.pkt_mem.assign(a.pkt_cap * a.slot_count, 0);
+    a.pkt_mem.assign(a.pkt_cap * a.slot_count * 2, 0);
     a.slots.resize(a.slot_count);
-    for (uint32_t s = 0; s < a.slot_count; ++s) a.slots[s].pkt = a.pkt_mem.data() + s * a.pkt_cap;
+    for (uint32_t s = 0; s < a.slot_count; ++s) {
+      Slot& sl = a.slots[s];
+      sl.pkt_buf[0] = a.pkt_mem.data() + (2 * size_t{s}) * a.pkt_cap;
+      sl.pkt_buf[1] = sl.pkt_buf[0] + a.pkt_cap;
+      sl.pkt = sl.pkt_buf[0];
+    }
+    a.round_base.assign(a.slot_count, 0);
     a.rto_us = c.rto_initial_us;
     a.rto_floor_us = c.rto_initial_us;
     a.window = a.window_min = a.slot_count;
@@ -289,10 +296,69 @@ Status Communicator::init() {
   for (size_t i = 0; i < apps_.size(); ++i) {
     if (apps_[i]->peer != i) return Status::internal("transport numbered its peers out of order");
     infos_[i].weight = c.appliances[i].weight;
+    peer_app_.push_back(static_cast<int>(i));
   }
   tx_.reserve(2 * total_slots + kTxFlushAt);
   rx_.resize(kRxBatch);
   next_deadline_ns_ = std::numeric_limits<uint64_t>::max();
+  return {};
+}
+
+// Connects to a.control_addr and registers this rank into `job_name` there (blocking until every
+// rank did); adds the job as a transport peer.
+Status Communicator::register_job(Appliance& a, const std::string& job_name, uint16_t slots, uint32_t payload,
+                                  uint32_t timeout_ms) {
+  const CommConfig& c = config_;
+  const Endpoint me = transport_->local_endpoint();
+  auto cc = ControlClient::connect(a.control_addr.host, a.control_addr.port, c.token, c.connect_timeout_ms);
+  if (!cc.ok()) return Status(cc.status().code(), "appliance " + a.address + ": " + cc.status().message());
+  a.control = std::move(cc).value();
+  RegisterRequest req;
+  req.job_name = job_name;
+  req.world_size = c.world_size;
+  req.rank = c.rank;
+  req.dtype = c.dtype;
+  req.op = c.op;
+  // What the path carries (the verbs transport clamps a default payload to its port's MTU).
+  req.max_payload_bytes = static_cast<uint16_t>(std::min<uint32_t>(payload, transport_->max_payload()));
+  req.slots = slots;
+  req.endpoint = me;
+  req.deterministic = c.deterministic;
+  req.multicast = c.multicast;
+  auto grant = a.control->register_rank(req, timeout_ms);
+  if (!grant.ok()) {
+    return Status(grant.status().code(), "appliance " + a.address + ": registering rank " + std::to_string(c.rank) +
+                                             " of job '" + job_name + "': " + grant.status().message());
+  }
+  a.grant = std::move(grant).value();
+  const JobGrant& g = a.grant;
+  if (g.multicast && (g.multicast_ip >> 28) != 0xE) {
+    return Status::internal("appliance " + a.address + " granted results by multicast to " +
+                            format_ipv4(g.multicast_ip) + ", which is no multicast group");
+  }
+  if (c.deterministic && !g.deterministic) {
+    return Status::unavailable("appliance " + a.address + " did not grant deterministic summation");
+  }
+  if (g.slot_count == 0 || g.core_qpns.empty() || g.payload_bytes < elem_size_ ||
+      g.payload_bytes > wire::kMaxPayloadBytes) {
+    return Status::internal("appliance " + a.address + " granted an unusable job (slots " +
+                            std::to_string(g.slot_count) + ", payload " + std::to_string(g.payload_bytes) + " bytes, " +
+                            std::to_string(g.core_qpns.size()) + " cores)");
+  }
+  PeerSpec ps;
+  ps.ip = g.appliance.ip != 0 ? g.appliance.ip : a.control_addr.ip;
+  ps.udp_port = g.appliance.udp_port != 0 ? g.appliance.udp_port : wire::kRoceUdpPort;
+  std::memcpy(ps.mac, g.appliance.mac, 6);
+  ps.job_id = g.job_id;
+  ps.qkey = g.qkey;
+  ps.rank = c.rank;
+  ps.dtype = c.dtype;
+  ps.op = c.op;
+  ps.group = g.multicast ? g.multicast_ip : 0;
+  auto peer = transport_->add_peer(ps);
+  if (!peer.ok()) return Status(peer.status().code(), "appliance " + a.address + ": " + peer.status().message());
+  a.peer = *peer;
+  a.last_heard_ns = now_ns();
   return {};
 }
 
@@ -338,6 +404,7 @@ Result<uint64_t> Communicator::start_allreduce(const void* send, void* recv, siz
   for (size_t i = 0; i < apps_.size(); ++i) {
     Appliance& a = *apps_[i];
     const Op::Part& p = raw->parts[i];
+    if (a.lost) continue;  // its chunks go out from their new home
     const uint64_t stop = std::min<uint64_t>(p.first_g + a.slot_count, a.assigned);
     for (uint64_t g = p.first_g; g < stop; ++g) {
       if (g < a.slot_count || a.answered(g - a.slot_count)) offer(a, g, now);  // else issued when that is answered
@@ -348,9 +415,9 @@ Result<uint64_t> Communicator::start_allreduce(const void* send, void* recv, siz
   return id;
 }
 
-void Communicator::issue(Appliance& a, uint64_t g, uint64_t now) {
+void Communicator::issue(Appliance& a, uint64_t g, uint64_t now, bool replay) {
   Op* op = nullptr;
-  const size_t ai = a.peer;
+  const auto ai = static_cast<size_t>(peer_app_[a.peer]);
   for (auto& o : ops_) {
     const Op::Part& p = o->parts[ai];
     if (g >= p.first_g && g < p.first_g + p.chunks) {
@@ -371,6 +438,19 @@ void Communicator::issue(Appliance& a, uint64_t g, uint64_t now) {
   sl.elem_offset = begin;
   sl.elem_count = n;
   sl.op = op;
+  if (sl.held) return;  // goes out when the held round is answered
+  sl.pkt = sl.pkt_buf[sl.round & 1];
+  sl.len = build_contribution(a, s, sl.pkt, g, sl.round - a.round_base[s], sl.coll_seq, begin, n,
+                              op->send + begin * elem_size_);
+  send_first(a, sl, now);
+  ++(replay ? stats_.replayed_chunks : stats_.chunks);
+  if (tx_.size() >= kTxFlushAt) flush_tx();
+}
+
+// Writes the contribution packet of chunk g (carrying `count` elements from `offset`) for slot s,
+// as the appliance's job numbers its rounds; returns its length.
+uint32_t Communicator::build_contribution(const Appliance& a, uint32_t s, uint8_t* pkt, uint64_t g, uint32_t round,
+                                          uint32_t coll_seq, uint64_t offset, uint16_t count, const uint8_t* payload) {
   wire::SumcastHeader h;
   h.type = wire::MsgType::kContribution;
   h.dtype = config_.dtype;
@@ -378,14 +458,18 @@ void Communicator::issue(Appliance& a, uint64_t g, uint64_t now) {
   h.job_id = a.grant.job_id;
   h.rank = config_.rank;
   h.slot = static_cast<uint16_t>(s);
-  h.round = sl.round;
-  h.coll_seq = sl.coll_seq;
-  h.elem_count = n;
-  h.flags = (sl.round & 1) != 0 ? wire::kFlagSlotVersion : 0;
-  h.elem_offset = begin;
+  h.round = round;
+  h.coll_seq = coll_seq;
+  h.elem_count = count;
+  h.flags = (round & 1) != 0 ? wire::kFlagSlotVersion : 0;
+  h.elem_offset = offset;
   const uint32_t dest_qp = a.grant.core_qpns[s % a.grant.core_qpns.size()];
-  sl.len = static_cast<uint32_t>(transport_->build(sl.pkt, a.peer, dest_qp, static_cast<uint32_t>(g & 0xFFFFFF), h,
-                                                   op->send + begin * elem_size_));
+  return static_cast<uint32_t>(
+      transport_->build(pkt, a.peer, dest_qp, static_cast<uint32_t>(g & 0xFFFFFF), h, payload));
+}
+
+// The first transmission of what the slot now carries (sl.pkt, sl.len): timers start.
+void Communicator::send_first(Appliance& a, Slot& sl, uint64_t now) {
   if (a.busy == 0) a.last_progress_ns = now;
   ++a.busy;
   sl.retries = 0;
@@ -397,8 +481,6 @@ void Communicator::issue(Appliance& a, uint64_t g, uint64_t now) {
   sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
   next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
   tx_.push_back({a.peer, sl.pkt, sl.len});
-  ++stats_.chunks;
-  if (tx_.size() >= kTxFlushAt) flush_tx();
 }
 
 void Communicator::offer(Appliance& a, uint64_t g, uint64_t now) {
@@ -456,24 +538,42 @@ void Communicator::on_received(uint64_t now) {
     if (n == 0) return;
     for (size_t i = 0; i < n && failed_.ok(); ++i) {
       const Received& r = rx_[i];
-      Appliance& a = *apps_[r.peer];
+      const int ai = r.peer < peer_app_.size() ? peer_app_[r.peer] : -1;
+      if (ai < 0 || apps_[static_cast<size_t>(ai)]->lost) {  // declared lost: nothing it says counts
+        ++stats_.lost_packets;
+        continue;
+      }
+      Appliance& a = *apps_[static_cast<size_t>(ai)];
+      a.last_heard_ns = now;
+      a.probes_unanswered = 0;
       if (r.cnp || r.ce) {  // CNPs are rare (one per interval per appliance); a clock read each
         on_cnp(a, now_ns());
         if (r.cnp) continue;
       }
       if (r.hdr.type == wire::MsgType::kAbort) {
         Status st = Status::aborted(where(a) + " aborted the job: " + abort_reason_text(r.hdr.status));
-        fail(r.hdr.status == static_cast<uint8_t>(wire::AbortReason::kMemberLeft) ? root_cause(std::move(st))
-                                                                                  : std::move(st));
-        return;
+        on_lost(static_cast<size_t>(ai), std::move(st),
+                r.hdr.status == static_cast<uint8_t>(wire::AbortReason::kMemberLeft));
+        if (!failed_.ok()) return;
+        continue;
       }
       if (r.hdr.slot >= a.slot_count) {
         ++comm_drops_[static_cast<size_t>(DropReason::kBadSlot)];
         continue;
       }
       Slot& sl = a.slots[r.hdr.slot];
-      if (!sl.busy || r.hdr.round != sl.round) {
-        if (sl.completed_once && r.hdr.round == sl.last_round) {
+      const uint32_t round = r.hdr.round + a.round_base[r.hdr.slot];  // the absolute round
+      if (sl.held && round == sl.last_round) {  // another rank's round, replayed: this rank has its result
+        sl.held = false;
+        --a.busy;
+        a.last_progress_ns = now;
+        a.probe_slot = r.hdr.slot;
+        ++stats_.duplicates;
+        if (sl.busy) issue(a, sl.g, now, true);
+        continue;
+      }
+      if (!sl.busy || sl.held || round != sl.round) {
+        if (sl.completed_once && round == sl.last_round) {
           ++stats_.duplicates;
           if (sl.last_retried) {  // both the first answer and a retransmission's came: spurious
             sl.last_retried = false;
@@ -499,8 +599,14 @@ void Communicator::on_received(uint64_t now) {
       sl.completed_once = true;
       sl.last_round = sl.round;
       sl.last_retried = sl.retries != 0;
+      sl.last_g = sl.g;
+      sl.last_coll_seq = sl.coll_seq;
+      sl.last_elem_offset = sl.elem_offset;
+      sl.last_elem_count = sl.elem_count;
+      sl.last_len = sl.len;
       --a.busy;
       a.last_progress_ns = now;
+      a.probe_slot = r.hdr.slot;
       ++stats_.results;
       Op& op = *sl.op;
       sl.op = nullptr;
@@ -527,7 +633,7 @@ void Communicator::fast_retransmit(Appliance& a, const Slot& answered, uint64_t 
   if (k == 0 || k >= a.slot_count || answered.g < k) return;
   const uint64_t g = answered.g - k;
   Slot& sl = a.slots[g % a.slot_count];
-  if (!sl.busy || sl.g != g || sl.last_tx_seq >= answered.last_tx_seq) return;
+  if (!sl.busy || sl.held || sl.g != g || sl.last_tx_seq >= answered.last_tx_seq) return;
   if (config_.retries != 0 && sl.retries >= config_.retries) return;  // its timer fails the call
   ++sl.retries;
   sl.fast_retried = true;
@@ -563,9 +669,9 @@ void Communicator::complete(Op& op) {
 void Communicator::check_timers(uint64_t now) {
   if (now < next_deadline_ns_) return;
   uint64_t next = std::numeric_limits<uint64_t>::max();
-  for (auto& ap : apps_) {
-    Appliance& a = *ap;
-    if (a.busy == 0) continue;
+  for (size_t ai = 0; ai < apps_.size(); ++ai) {
+    Appliance& a = *apps_[ai];
+    if (a.busy == 0 || a.lost) continue;
     if (config_.op_timeout_ms != 0) {
       const uint64_t limit = a.last_progress_ns + uint64_t{config_.op_timeout_ms} * 1'000'000;
       if (now >= limit) {
@@ -573,6 +679,38 @@ void Communicator::check_timers(uint64_t now) {
         return;
       }
       next = std::min(next, limit);
+    }
+    if (failover_enabled()) {
+      // Liveness (see Failover): quiet for a quarter of failover_after_ms with chunks outstanding,
+      // resend the round most recently completed here, which a live aggregator answers; nothing
+      // heard for failover_after_ms, probes included, declares it lost. With nothing completed
+      // here yet there is nothing to probe with: unanswered resends count, over four times as
+      // long (they cannot tell a late rank from a lost aggregator).
+      const uint64_t after = uint64_t{config_.failover_after_ms} * 1'000'000;
+      const uint64_t quiet_since = std::max(a.last_heard_ns, a.last_progress_ns);
+      const bool probed = a.probe_slot >= 0;
+      if (a.probes_unanswered >= kLivenessProbesBeforeLost && now >= quiet_since + (probed ? after : 4 * after)) {
+        declare_lost(ai, Status::timeout(where(a) + ": answered nothing for " +
+                                         std::to_string((probed ? 1 : 4) * config_.failover_after_ms) + " ms, " +
+                                         std::to_string(a.probes_unanswered) +
+                                         (probed ? " liveness probes included" : " retransmissions included")));
+        continue;
+      }
+      if (a.probe_slot >= 0 && now >= quiet_since + after / 4) {
+        if (now >= a.next_liveness_ns) {
+          Slot& ps = a.slots[static_cast<size_t>(a.probe_slot)];
+          if (!ps.held && ps.completed_once) {
+            ps.last_retried = false;  // its answer says nothing about the RTO
+            tx_.push_back({a.peer, ps.pkt_buf[ps.last_round & 1], ps.last_len});
+            ++stats_.liveness_probes;
+            ++a.probes_unanswered;
+          }
+          a.next_liveness_ns = now + after / 4;
+        }
+        next = std::min(next, a.next_liveness_ns);
+      } else if (a.probe_slot >= 0) {
+        next = std::min(next, quiet_since + after / 4);
+      }
     }
     // An expired chunk is presumed lost only when a chunk sent after it was answered. Otherwise
     // the appliance or a peer rank is stalled (descheduled, late to the call) and resending the
@@ -587,7 +725,7 @@ void Communicator::check_timers(uint64_t now) {
     if (now >= a.next_probe_ns) {  // one probe per RTO, however many timers expire meanwhile
       bool expired = false;
       for (const Slot& sl : a.slots) {
-        if (!sl.busy || a.answered_tx_ns > sl.last_tx_ns) continue;
+        if (!sl.busy || sl.held || a.answered_tx_ns > sl.last_tx_ns) continue;
         expired = expired || sl.deadline_ns <= now;
         if (!probe || sl.g < probe->g) probe = &sl;
       }
@@ -595,20 +733,23 @@ void Communicator::check_timers(uint64_t now) {
     }
     for (uint32_t s = 0; s < a.slot_count; ++s) {
       Slot& sl = a.slots[s];
-      if (!sl.busy) continue;
+      if (!sl.busy && !sl.held) continue;
       if (sl.deadline_ns <= now && a.answered_tx_ns <= sl.last_tx_ns && &sl != probe) {
         ++stats_.silent_backoffs;
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
       } else if (sl.deadline_ns <= now || &sl == probe) {
         if (config_.retries != 0 && sl.retries >= config_.retries) {
-          fail(Status::timeout(where(a) + ": no result for slot " + std::to_string(s) + " round " +
-                               std::to_string(sl.round) + " after " + std::to_string(sl.retries) + " retransmissions"));
-          return;
+          declare_lost(ai, Status::timeout(where(a) + ": no result for slot " + std::to_string(s) + " round " +
+                                           std::to_string(sl.held ? sl.last_round : sl.round) + " after " +
+                                           std::to_string(sl.retries) + " retransmissions"));
+          if (!failed_.ok()) return;
+          break;
         }
         ++sl.retries;
         sl.fast_retried = false;
         ++stats_.retransmissions;
+        if (a.probe_slot < 0) ++a.probes_unanswered;  // nothing completed here to probe with: resends must do
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
         sl.last_tx_ns = now;
@@ -625,15 +766,341 @@ void Communicator::check_timers(uint64_t now) {
 }
 
 void Communicator::poll_control() {
-  for (auto& ap : apps_) {
-    Status st = ap->control->poll();
+  for (size_t i = 0; i < apps_.size() && failed_.ok(); ++i) {
+    Appliance& a = *apps_[i];
+    if (a.lost || !a.control) continue;
+    Status st = a.control->poll();
     if (!st.ok()) {
       const bool secondary = st.message().find("(member_left)") != std::string::npos;
-      st = Status(st.code(), where(*ap) + ": " + st.message());
-      fail(secondary ? root_cause(std::move(st)) : std::move(st));
-      return;
+      on_lost(i, Status(st.code(), where(a) + ": " + st.message()), secondary);
     }
   }
+}
+
+bool Communicator::failover_enabled() const {
+  switch (config_.failover) {
+    case CommConfig::Failover::kOn:
+      return true;
+    case CommConfig::Failover::kOff:
+      return false;
+    case CommConfig::Failover::kAuto:
+      break;
+  }
+  return config_.appliances.size() > 1;
+}
+
+// An aggregator failed the job or its connection. A "member left" abort is either a rank gone
+// (then every aggregator says so: the communicator fails, as without failover) or a rank that
+// declared this aggregator lost and closed its connection to it (then only this one does).
+void Communicator::on_lost(size_t index, Status why, bool member_left) {
+  if (!failover_enabled()) {
+    fail(member_left ? root_cause(std::move(why)) : std::move(why));
+    return;
+  }
+  if (member_left) {
+    const uint64_t deadline = now_ns() + kRootCauseWaitNs;
+    for (bool primary = false; !primary;) {
+      for (size_t j = 0; j < apps_.size() && !primary; ++j) {
+        Appliance& o = *apps_[j];
+        if (j == index || o.lost || !o.control) continue;
+        Status st = o.control->poll();
+        if (st.ok()) continue;
+        if (st.message().find("(member_left)") != std::string::npos) {
+          fail(Status(why.code(), why.message() + "; " + where(o) + " too: a rank left the job"));
+          return;
+        }
+        // A primary failure elsewhere (the abort here is its echo): that one is lost first.
+        declare_lost(j, Status(st.code(), where(o) + ": " + st.message()));
+        if (!failed_.ok()) return;
+        primary = true;
+      }
+      if (primary || now_ns() >= deadline) break;
+      pollfd fds[16];
+      nfds_t nfds = 0;
+      for (size_t j = 0; j < apps_.size() && nfds < 16; ++j) {
+        if (j != index && !apps_[j]->lost && apps_[j]->control) fds[nfds++] = {apps_[j]->control->fd(), POLLIN, 0};
+      }
+      timespec ts{0, 5'000'000};
+      ppoll(fds, nfds, &ts, nullptr);
+    }
+  }
+  declare_lost(index, std::move(why));
+}
+
+std::string Communicator::lost_summary() const {
+  std::string out;
+  for (const FailoverEvent& e : failover_log_) {
+    out += (out.empty() ? "" : "; ") + e.lost + " lost (" + e.reason + "), its range moved to " + e.new_home;
+  }
+  for (const auto& a : apps_) {
+    if (a->lost) out += (out.empty() ? "" : "; ") + a->address + " lost (" + a->lost_reason + ")";
+  }
+  return out;
+}
+
+// Stops using aggregator `index` (its packets are ignored from now on, its control connection is
+// closed) and starts the agreement on its replacement, unless one is under way (which then
+// either includes it, when this rank's view reached the agreement first, or the next one will).
+void Communicator::declare_lost(size_t index, Status why) {
+  if (!failover_enabled()) {
+    fail(std::move(why));
+    return;
+  }
+  Appliance& a = *apps_[index];
+  if (a.lost) return;
+  a.lost = true;
+  a.lost_reason = why.message();
+  a.lost_ns = now_ns();
+  a.control.reset();  // a frozen aggregator that wakes up sees this rank gone and aborts its job
+  peer_app_[a.peer] = -1;
+  if (!agreement_) start_agreement();
+}
+
+std::string Communicator::failover_job_name(uint32_t epoch, const std::string& what) const {
+  std::string suffix = "~f" + std::to_string(epoch) + what;
+  std::string base = config_.job_name;
+  if (base.size() + suffix.size() > kMaxJobNameLen) {  // keep it unique: a hash of the whole name
+    uint32_t h = 2166136261u;
+    for (unsigned char ch : base) h = (h ^ ch) * 16777619u;
+    char hex[9];
+    std::snprintf(hex, sizeof(hex), "%08x", h);
+    base = base.substr(0, kMaxJobNameLen - suffix.size() - 8) + hex;
+  }
+  return base + suffix;
+}
+
+void Communicator::start_agreement() {
+  if (epoch_ >= config_.failover_max) {
+    fail(Status::aborted("aggregator lost after " + std::to_string(epoch_) + " failovers (failover_max " +
+                         std::to_string(config_.failover_max) + "): " + lost_summary()));
+    return;
+  }
+  size_t coordinator = apps_.size();
+  for (size_t i = 0; i < apps_.size(); ++i) {
+    if (!apps_[i]->lost) {
+      coordinator = i;
+      break;
+    }
+  }
+  if (coordinator == apps_.size()) {
+    fail(Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary()));
+    return;
+  }
+  auto ag = std::make_unique<Agreement>();
+  ag->epoch = ++epoch_;
+  ag->coordinator = coordinator;
+  ag->t0 = now_ns();
+  CommConfig cc;
+  cc.job_name = failover_job_name(ag->epoch, "a");
+  cc.rank = config_.rank;
+  cc.world_size = config_.world_size;
+  cc.appliances = {{apps_[coordinator]->address, 1.0}};
+  cc.token = config_.token;
+  cc.dtype = wire::Dtype::kInt32;
+  cc.op = wire::ReduceOp::kMin;
+  cc.bind_ip = config_.bind_ip;
+  cc.rto_initial_us = config_.rto_initial_us;
+  cc.rto_max_us = config_.rto_max_us;
+  cc.op_timeout_ms = config_.failover_timeout_ms;
+  cc.connect_timeout_ms = config_.connect_timeout_ms;
+  cc.register_timeout_ms = config_.failover_timeout_ms;
+  cc.failover = CommConfig::Failover::kOff;
+  std::vector<int32_t> alive(apps_.size());
+  for (size_t i = 0; i < apps_.size(); ++i) alive[i] = apps_[i]->lost ? 0 : 1;
+  std::promise<Agreement::Outcome> promise;
+  ag->result = promise.get_future();
+  // Detached: should this communicator fail meanwhile, the thread still ends within its bounds.
+  std::thread([cc = std::move(cc), alive = std::move(alive), promise = std::move(promise)]() mutable {
+    Agreement::Outcome out;
+    auto comm = Communicator::create(cc);
+    if (!comm.ok()) {
+      out.status = comm.status();
+    } else {
+      out.alive = alive;
+      out.status = (*comm)->allreduce(alive.data(), out.alive.data(), alive.size());
+      out.comm = std::move(comm).value();
+    }
+    promise.set_value(std::move(out));
+  }).detach();
+  agreement_ = std::move(ag);
+}
+
+// Called from progress(): finishes the agreement once its registration is through.
+void Communicator::poll_failover() {
+  if (!agreement_ || agreement_->result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  std::unique_ptr<Agreement> ag = std::move(agreement_);
+  Status st = finish_failover(*ag);
+  if (!st.ok()) {
+    fail(std::move(st));
+    return;
+  }
+  for (const auto& a : apps_) {  // lost since the agreement began: the next one
+    if (a->lost) {
+      start_agreement();
+      break;
+    }
+  }
+}
+
+Status Communicator::finish_failover(Agreement& ag) {
+  Agreement::Outcome out = ag.result.get();
+  const std::string tried = "failover " + std::to_string(ag.epoch) + " agreeing on " + apps_[ag.coordinator]->address +
+                            " (" + lost_summary() + ")";
+  if (!out.status.ok()) {
+    if (std::all_of(apps_.begin(), apps_.end(), [](const auto& a) { return a->lost; })) {
+      return Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary() + " (" +
+                                 tried + ": " + out.status.message() + ")");
+    }
+    return Status(out.status.code(), tried + ": " + out.status.message());
+  }
+  // What some rank declared lost, this rank gives up too (its state there is frozen from now on).
+  std::vector<size_t> lost;
+  for (size_t i = 0; i < apps_.size(); ++i) {
+    if (out.alive[i] == 0) {
+      if (!apps_[i]->lost) {
+        Appliance& a = *apps_[i];
+        a.lost = true;
+        a.lost_reason = "another rank declared it lost";
+        a.lost_ns = now_ns();
+        a.control.reset();
+        peer_app_[a.peer] = -1;
+      }
+      lost.push_back(i);
+    }
+  }
+  if (lost.empty() || out.alive[ag.coordinator] == 0) {
+    return Status::internal(tried + ": the ranks' views of what is lost do not fit");
+  }
+  // Per lost aggregator and slot, the first round some rank lacks (docs/failover.md).
+  std::vector<int32_t> first;
+  for (size_t i : lost) {
+    for (const Slot& sl : apps_[i]->slots) {
+      const uint64_t r = sl.completed_once ? uint64_t{sl.last_round} + 1 : 0;
+      if (r > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+        return Status::unavailable(tried + ": rounds beyond 2^31 are not agreed on");
+      }
+      first.push_back(static_cast<int32_t>(r));
+    }
+  }
+  std::vector<int32_t> agreed(first.size());
+  Status st = out.comm->allreduce(first.data(), agreed.data(), first.size());
+  if (!st.ok()) return Status(st.code(), tried + ": " + st.message());
+  // Kept until the next failover or the end: leaving now could end the agreement job under a
+  // rank whose result was lost and that still retransmits for it.
+  agreement_comm_ = std::move(out.comm);
+  size_t at = 0;
+  for (size_t i : lost) {
+    size_t home = apps_.size();
+    for (size_t k = 1; k < apps_.size(); ++k) {  // the next aggregator after it that is up
+      const size_t j = (i + k) % apps_.size();
+      if (out.alive[j] != 0) {
+        home = j;
+        break;
+      }
+    }
+    if (home == apps_.size()) return Status::unavailable(tried + ": no aggregator left");
+    const size_t n = apps_[i]->slot_count;
+    std::vector<int32_t> rounds(agreed.begin() + static_cast<std::ptrdiff_t>(at),
+                                agreed.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+    st = rehome(i, home, rounds, ag.epoch, ag.t0);
+    if (!st.ok()) return Status(st.code(), tried + ": " + st.message());
+  }
+  return {};
+}
+
+// Moves lost aggregator `index`'s range, chunk numbering and slot state to a new job on `home`'s
+// control server, and resends what some rank lacks from `first_rounds` (per slot) on.
+Status Communicator::rehome(size_t index, size_t home, const std::vector<int32_t>& first_rounds, uint32_t epoch,
+                            uint64_t t0) {
+  Appliance& old = *apps_[index];
+  const uint64_t lost_ns = old.lost_ns;
+  auto na = std::make_unique<Appliance>();
+  Appliance& a = *na;
+  a.address = apps_[home]->address;
+  a.control_addr = apps_[home]->control_addr;
+  a.weight_units = old.weight_units;
+  const uint32_t chunk_bytes = old.chunk_elems * static_cast<uint32_t>(elem_size_);
+  Status st = register_job(a, failover_job_name(epoch, "d" + std::to_string(index)),
+                           static_cast<uint16_t>(old.slot_count), chunk_bytes, config_.failover_timeout_ms);
+  if (!st.ok()) return st;
+  if (a.grant.slot_count != old.slot_count || a.grant.payload_bytes < chunk_bytes) {
+    return Status::unavailable("new home " + a.address + " granted " + std::to_string(a.grant.slot_count) +
+                               " slots of " + std::to_string(a.grant.payload_bytes) + " bytes; the lost " +
+                               old.address + " had " + std::to_string(old.slot_count) + " of " +
+                               std::to_string(chunk_bytes));
+  }
+  if (a.peer != peer_app_.size()) return Status::internal("transport numbered its peers out of order");
+  peer_app_.push_back(static_cast<int>(index));
+  a.chunk_elems = old.chunk_elems;
+  a.slot_count = old.slot_count;
+  a.pkt_cap = old.pkt_cap;
+  a.pkt_mem = std::move(old.pkt_mem);  // the slots' packet pointers stay valid
+  a.slots = std::move(old.slots);
+  a.assigned = old.assigned;
+  a.rto_us = config_.rto_initial_us;
+  a.rto_floor_us = config_.rto_initial_us;
+  // A new aggregator and path: the congestion window starts at S again. Chunks the old window
+  // held back are issued below with the rest (their slots are free).
+  a.window = a.window_min = a.slot_count;
+  a.low = old.low;
+  a.deferred.reserve(a.slot_count);
+  a.round_base.resize(a.slot_count);
+  const uint64_t now = now_ns();
+  a.last_progress_ns = now;
+  FailoverEvent ev;
+  ev.lost = old.address;
+  ev.reason = old.lost_reason;
+  ev.new_home = a.address;
+  ev.epoch = epoch;
+  const uint64_t replayed_before = stats_.replayed_chunks;
+  std::vector<uint8_t> payload;
+  for (uint32_t s = 0; s < a.slot_count; ++s) {
+    Slot& sl = a.slots[s];
+    const int64_t last = sl.completed_once ? int64_t{sl.last_round} : -1;
+    const int64_t r = first_rounds[s];
+    a.round_base[s] = static_cast<uint32_t>(r);
+    sl.held = false;
+    if (r == last) {  // this rank has round r, another lacks it: send it again from the kept packet
+      const size_t len = size_t{sl.last_elem_count} * elem_size_;
+      uint8_t* pkt = sl.pkt_buf[sl.last_round & 1];
+      payload.assign(pkt + transport_->payload_offset(), pkt + transport_->payload_offset() + len);
+      sl.last_len = build_contribution(a, s, pkt, sl.last_g, 0, sl.last_coll_seq, sl.last_elem_offset,
+                                       sl.last_elem_count, payload.data());
+      sl.held = true;
+      sl.pkt = pkt;
+      sl.len = sl.last_len;
+      send_first(a, sl, now);
+      ++stats_.replayed_chunks;
+      ++stats_.replayed_completed;
+      if (tx_.size() >= kTxFlushAt) flush_tx();
+    } else if (r != last + 1) {
+      return Status::internal("slot " + std::to_string(s) + ": the ranks agreed on round " + std::to_string(r) +
+                              " but this rank completed round " + std::to_string(last));
+    }
+  }
+  old.slots.clear();
+  apps_[index] = std::move(na);  // from here on, `old` is gone
+  infos_[index].address = a.address;
+  infos_[index].grant = a.grant;
+  for (uint32_t s = 0; s < a.slot_count; ++s) {
+    Slot& sl = a.slots[s];
+    uint64_t g = 0;
+    const bool was_busy = sl.busy;
+    if (was_busy) {
+      g = sl.g;  // outstanding at the lost aggregator: resend (or queue behind the held round)
+      sl.busy = false;
+    } else {
+      g = (sl.completed_once ? uint64_t{sl.last_round} + 1 : 0) * a.slot_count + s;  // assigned while it was lost
+    }
+    if (g < a.assigned) issue(a, g, now, was_busy);
+  }
+  flush_tx();
+  ev.replayed = stats_.replayed_chunks - replayed_before;
+  ev.ms = (now_ns() - std::min(t0, lost_ns)) / 1'000'000;
+  failover_log_.push_back(std::move(ev));
+  ++stats_.failovers;
+  return {};
 }
 
 // With several aggregators, one that fails (stopped, killed, unreachable) makes the ranks that
@@ -648,6 +1115,7 @@ Status Communicator::root_cause(Status secondary) {
   std::vector<Received> rx(kRxBatch);
   for (;;) {
     for (auto& ap : apps_) {
+      if (!ap->control) continue;
       Status st = ap->control->poll();
       if (!st.ok() && st.message().find("(member_left)") == std::string::npos) {
         return Status(st.code(), where(*ap) + ": " + st.message() + " (then: " + secondary.message() + ")");
@@ -671,7 +1139,7 @@ Status Communicator::root_cause(Status secondary) {
     nfds_t nfds = 0;
     if (transport_->wait_fd() >= 0) fds[nfds++] = {transport_->wait_fd(), POLLIN, 0};
     for (auto& a : apps_) {
-      if (nfds < sizeof(fds) / sizeof(fds[0])) fds[nfds++] = {a->control->fd(), POLLIN, 0};
+      if (a->control && nfds < sizeof(fds) / sizeof(fds[0])) fds[nfds++] = {a->control->fd(), POLLIN, 0};
     }
     const uint64_t wait = std::min<uint64_t>(deadline - now, 5'000'000);  // re-check at least every 5 ms
     timespec ts{0, static_cast<long>(wait)};
@@ -691,11 +1159,13 @@ void Communicator::fail(Status status) {
   for (auto& a : apps_) {
     for (Slot& sl : a->slots) {
       sl.busy = false;
+      sl.held = false;
       sl.op = nullptr;
     }
     a->busy = 0;
     a->deferred.clear();
   }
+  agreement_.reset();
   tx_.clear();
   transport_->leave_groups();  // a failed communicator receives nothing more
 }
@@ -713,18 +1183,20 @@ void Communicator::progress(int timeout_ms) {
     poll_control();
     next_control_poll_ns_ = now + kControlPollNs;
   }
+  if (agreement_ && failed_.ok()) poll_failover();
   const bool did = stats_.results + stats_.duplicates != before || transport_->counters().rx_packets != rx_before;
   if (did || timeout_ms == 0 || !failed_.ok()) return;
 
   // Nothing arrived: sleep until a packet, a control message, the next timer or the timeout.
   uint64_t until = std::min(next_deadline_ns_, next_control_poll_ns_);
   until = std::min(until, now + uint64_t(timeout_ms) * 1'000'000);
+  if (agreement_) until = std::min(until, now + 2'000'000);  // look at the agreement's thread often
   pollfd fds[1 + 16];
   nfds_t nfds = 0;
   if (transport_->wait_fd() >= 0) fds[nfds++] = {transport_->wait_fd(), POLLIN, 0};
   const nfds_t first_control = nfds;
   for (auto& a : apps_) {
-    if (nfds < sizeof(fds) / sizeof(fds[0])) fds[nfds++] = {a->control->fd(), POLLIN, 0};
+    if (a->control && nfds < sizeof(fds) / sizeof(fds[0])) fds[nfds++] = {a->control->fd(), POLLIN, 0};
   }
   if (transport_->wait_fd() < 0 || until <= now) return;
   const uint64_t wait = until - now;
@@ -828,6 +1300,11 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"multicast", static_cast<uint64_t>(std::count_if(infos_.begin(), infos_.end(),
                                                         [](const ApplianceInfo& i) { return i.grant.multicast; }))},
       {"rx_aborts", s.transport.aborts},
+      {"failovers", s.failovers},
+      {"replayed_chunks", s.replayed_chunks},
+      {"replayed_completed", s.replayed_completed},
+      {"liveness_probes", s.liveness_probes},
+      {"lost_packets", s.lost_packets},
   };
   for (size_t i = 1; i < kDropReasonCount; ++i) {  // skip "ok"
     v.emplace_back(std::string("drop_") + drop_reason_name(static_cast<DropReason>(i)), s.transport.drops[i]);

@@ -54,7 +54,7 @@ extern "C" {
 
 #define SUMCAST_API_VERSION_MAJOR 1
 /* Minor versions: 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group. */
-#define SUMCAST_API_VERSION_MINOR 2
+#define SUMCAST_API_VERSION_MINOR 3
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
 typedef enum sumcast_result {
@@ -136,6 +136,17 @@ typedef struct sumcast_config {
      (agg.conf dataplane.multicast) sends unicast results instead. With "verbs" the QP is attached
      to the group (ibv_attach_mcast; verified on no NIC yet). Default 0: one result copy per rank. */
   uint32_t multicast;
+  /* API 1.3. Failover (docs/failover.md): with more than one appliance, the loss of one mid-job
+     (killed, frozen, unreachable) is survived: its byte range moves to the next appliance that is
+     up and what some rank lacks is resent there; calls complete without an error. 0 (default):
+     on with more than one appliance; 1: off (the loss fails the calls); 2: on. The same on every
+     rank. */
+  uint32_t failover;
+  uint32_t failover_after_ms;   /* an appliance that answers nothing this long (liveness probes
+                                   included) while packets are outstanding is lost; below
+                                   op_timeout_ms; default 1000 */
+  uint32_t failover_timeout_ms; /* one failover's agreement and re-registration; default 30000 */
+  uint32_t failover_max;        /* failovers per communicator, past which calls fail; default 4 */
 } sumcast_config;
 
 typedef struct sumcast_comm sumcast_comm;

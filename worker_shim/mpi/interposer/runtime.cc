@@ -255,6 +255,8 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.window_step = config_.window_step;
   cc.retries = config_.retries;
   cc.op_timeout_ms = config_.op_timeout_ms;
+  cc.failover = config_.failover;
+  cc.failover_after_ms = config_.failover_after_ms;
   cc.connect_timeout_ms = config_.connect_timeout_ms;
   cc.register_timeout_ms = config_.register_timeout_ms;
   auto c = shim::Communicator::create(cc);

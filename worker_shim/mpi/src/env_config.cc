@@ -93,7 +93,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 27> kTable = {{
+constexpr std::array<EnvVar, 29> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -190,6 +190,30 @@ constexpr std::array<EnvVar, 27> kTable = {{
      "an appliance silent this long while packets are outstanding fails the call; 0: never", false,
      [](MpiConfig& c, std::string_view v) {
        return set_u32(v, 0, 86'400'000, [&](uint32_t n) { c.op_timeout_ms = n; });
+     }},
+    {"SUMCAST_MPI_FAILOVER", EnvType::kString, "auto",
+     "survive the loss of an appliance mid-job (docs/failover.md): its range moves to another appliance of "
+     "SUMCAST_MPI_APPLIANCES and what some rank lacks is resent; auto: on with more than one appliance; on; off",
+     true,
+     [](MpiConfig& c, std::string_view v) -> Status {
+       const std::string_view t = trim(v);
+       if (t == "auto") {
+         c.failover = shim::CommConfig::Failover::kAuto;
+       } else if (t == "on") {
+         c.failover = shim::CommConfig::Failover::kOn;
+       } else if (t == "off") {
+         c.failover = shim::CommConfig::Failover::kOff;
+       } else {
+         return Status::invalid_argument("must be auto, on or off");
+       }
+       return {};
+     }},
+    {"SUMCAST_MPI_FAILOVER_AFTER_MS", EnvType::kUint, "1000",
+     "an appliance that answers nothing this long (liveness probes included) while packets are outstanding is "
+     "declared lost; below SUMCAST_MPI_OP_TIMEOUT_MS",
+     false,
+     [](MpiConfig& c, std::string_view v) {
+       return set_u32(v, 1, 86'400'000, [&](uint32_t n) { c.failover_after_ms = n; });
      }},
     {"SUMCAST_MPI_CONNECT_TIMEOUT_MS", EnvType::kUint, "5000", "TCP connect and authentication, per appliance", false,
      [](MpiConfig& c, std::string_view v) {

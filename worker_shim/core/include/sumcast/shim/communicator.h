@@ -50,15 +50,33 @@
 // resent as the stall probe, once per RTO). The verbs transport never sees CNPs: its NIC's DCQCN
 // reacts to them. A result that arrives marked CE (congestion on the way to us: results are the
 // heavier direction) cuts the window the same way, under the same interval (UDP: IP_RECVTOS).
+// Failover (docs/failover.md). With more than one aggregator, the loss of one is survived: it is
+// declared lost when its control connection drops, when it aborts the job (data or control path),
+// or when it answered nothing for failover_after_ms while chunks were outstanding on it, not even
+// a liveness probe (a resend of a round it completed, which a live aggregator answers from its
+// stored result even while the current round waits for a late rank: so a late rank is not taken
+// for a lost aggregator). The rank stops using it and closes its control connection (a frozen
+// aggregator that wakes up then aborts its job, which tells the ranks that had not noticed). The
+// ranks agree through a small job of their own on the first aggregator that is still up (an
+// all-reduce of who is lost, then of each lost aggregator's per-slot first round some rank still
+// needs). The lost aggregator's byte range, with its chunk numbering, moves to a new job on the
+// next aggregator after it that is up (a pure function of the agreed set), with that round as
+// round 0 of each slot. Every rank then resends what some rank lacks: its outstanding chunks, and
+// its last completed round where another rank still needs it (each slot keeps the packets of its
+// last two rounds: a rank that sent round r + 1 on a slot completed round r, and no rank can
+// have completed round r + 1 while another lacks round r, so every needed round is in every
+// rank's slot). A result a rank already holds is never written again. failover_max failovers per
+// communicator, each within failover_timeout_ms; past that, or with no aggregator left, the
+// communicator fails with an error naming what was lost and why.
 //
 // Failure. A chunk not answered after `retries` retransmissions, no result from an appliance for
-// op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path),
-// or a transport error fails the communicator: every pending call completes with that error (its
-// message names the appliance), and so does every later call. Create a new communicator to go on.
-// An abort because a member left is often the echo of another appliance's failure (the ranks that
-// saw it first left every job): the communicator then reports a primary failure already queued
-// on, or arriving within 300 ms at, another appliance's connection instead, when there is one
-// (docs/scale-out.md §4).
+// op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path), or
+// a transport error fails the communicator (unless failover takes over, above): every pending call
+// completes with that error (its message names the appliance), and so does every later call. Create
+// a new communicator to go on. An abort because a member left is often the echo of another
+// appliance's failure (the ranks that saw it first left every job): the communicator then reports a
+// primary failure already queued on, or arriving within 300 ms at, another appliance's connection
+// instead, when there is one (docs/scale-out.md §4).
 //
 // Progress. There is no background thread: the window moves only inside allreduce(), test() and
 // wait(). Several calls may be outstanding (start_allreduce); their chunks share the window, in
@@ -132,6 +150,13 @@ struct CommConfig {
   // (ApplianceInfo::grant.multicast says which). The verbs transport attaches its QP to the
   // group instead (verified on no NIC).
   bool multicast = false;
+  // Failover (see above). kAuto: on when there is more than one aggregator (and failover_after_ms
+  // is then at most half of a shorter op_timeout_ms); kOn: invalid unless it is below it.
+  enum class Failover : uint8_t { kAuto = 0, kOff = 1, kOn = 2 };
+  Failover failover = Failover::kAuto;
+  uint32_t failover_after_ms = 1000;     // silence that declares one lost; < op_timeout_ms
+  uint32_t failover_timeout_ms = 30000;  // one failover's agreement and re-registration, at most
+  uint32_t failover_max = 4;             // failovers per communicator; past it the call fails
   TransportKind transport = TransportKind::kUdp;
   std::string rdma_device;        // verbs: device name; "": the one whose GID table holds bind_ip
   std::string rdma_interface;     // verbs: network interface whose RoCEv2 GID to use (a VLAN's); "": any
@@ -163,7 +188,22 @@ struct CommStats {
   uint64_t window_grows = 0;              // additive increases of a window after a cut
   uint64_t window_now = 0;                // the smallest window over the appliances now (slots)
   uint64_t window_min = 0;                // the smallest any appliance's window has been
+  uint64_t failovers = 0;                 // aggregators lost and replaced (see Failover)
+  uint64_t replayed_chunks = 0;           // chunks resent to a new home (see Failover)
+  uint64_t replayed_completed = 0;        // ... of which rounds this rank had, another lacked
+  uint64_t liveness_probes = 0;           // completed rounds resent to a quiet aggregator
+  uint64_t lost_packets = 0;              // ignored: from an aggregator declared lost
   TransportCounters transport;            // drops[] includes the communicator's own reasons
+};
+
+// One aggregator lost and where its bytes went.
+struct FailoverEvent {
+  std::string lost;       // the lost aggregator's address
+  std::string reason;     // why it was declared lost
+  std::string new_home;   // the aggregator that took its range
+  uint32_t epoch = 0;     // 1 for the first failover
+  uint64_t replayed = 0;  // chunks this rank resent to the new home
+  uint64_t ms = 0;        // from the detection to the new home registered
 };
 
 class Communicator {
@@ -195,6 +235,7 @@ class Communicator {
   // Counters as (name, value) pairs, for tools and the C API.
   std::vector<std::pair<std::string, uint64_t>> stat_list() const;
   const std::vector<ApplianceInfo>& appliances() const { return infos_; }
+  const std::vector<FailoverEvent>& failovers() const { return failover_log_; }
   const Transport& transport() const { return *transport_; }
   const CommConfig& config() const { return config_; }
 
@@ -205,11 +246,25 @@ class Communicator {
 
   explicit Communicator(const CommConfig& config);
   Status init();
-  void issue(Appliance& a, uint64_t g, uint64_t now);
   // Chunk g's slot is free: issue it now or when the congestion window lets it (see Congestion window).
   void offer(Appliance& a, uint64_t g, uint64_t now);
   void issue_deferred(Appliance& a, uint64_t now);
   void on_cnp(Appliance& a, uint64_t now);
+  Status register_job(Appliance& a, const std::string& job_name, uint16_t slots, uint32_t payload, uint32_t timeout_ms);
+  void issue(Appliance& a, uint64_t g, uint64_t now, bool replay = false);
+  uint32_t build_contribution(const Appliance& a, uint32_t s, uint8_t* pkt, uint64_t g, uint32_t round,
+                              uint32_t coll_seq, uint64_t offset, uint16_t count, const uint8_t* payload);
+  void send_first(Appliance& a, Slot& sl, uint64_t now);
+  void on_lost(size_t index, Status why, bool member_left);
+  void declare_lost(size_t index, Status why);
+  void start_agreement();
+  std::string failover_job_name(uint32_t epoch, const std::string& what) const;
+  std::string lost_summary() const;
+  void poll_failover();
+  struct Agreement;
+  Status finish_failover(Agreement& ag);
+  Status rehome(size_t index, size_t home, const std::vector<int32_t>& first_rounds, uint32_t epoch, uint64_t t0);
+  bool failover_enabled() const;
   void on_received(uint64_t now);
   void fast_retransmit(Appliance& a, const Slot& answered, uint64_t now);
   void update_rto(Appliance& a, uint64_t sample_ns);
@@ -240,6 +295,11 @@ class Communicator {
   std::vector<Received> rx_;
   uint64_t next_deadline_ns_ = 0;  // earliest RTO or op-timeout check
   uint64_t next_control_poll_ns_ = 0;
+  std::vector<int> peer_app_;                     // transport peer -> index in apps_, -1: a lost aggregator's
+  std::unique_ptr<Agreement> agreement_;          // a failover in progress
+  std::unique_ptr<Communicator> agreement_comm_;  // the last failover's agreement job
+  uint32_t epoch_ = 0;                            // failovers begun
+  std::vector<FailoverEvent> failover_log_;
 };
 
 }  // namespace sumcast::shim

@@ -116,6 +116,9 @@ class Transport {
   // `payload` for `peer` into `buf` (packet_capacity bytes); returns its length. Never fails.
   virtual size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
                        const uint8_t* payload) = 0;
+  // Where build() put the payload in a packet it wrote (failover rebuilds a packet for another
+  // aggregator from a kept one).
+  virtual size_t payload_offset() const { return wire::kRoceHeadersLen; }
   // Sends the packets (batched). A packet the network would not take is counted in tx_dropped
   // (the sender's retransmission timer covers it); an error means the transport is unusable.
   virtual Status send(std::span<const OutPacket> packets) = 0;

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "sumcast/shim/transport.h"
+#include "sumcast/shim/verbs_format.h"
 
 namespace sumcast::shim {
 
@@ -59,6 +60,7 @@ class VerbsTransport final : public Transport {
   size_t packet_capacity(size_t payload_len) const override;
   size_t build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32_t psn, const wire::SumcastHeader& hdr,
                const uint8_t* payload) override;
+  size_t payload_offset() const override { return verbs::kTagLen + wire::kSumcastHeaderLen; }
   Status send(std::span<const OutPacket> packets) override;
   size_t receive(std::span<Received> out) override;
   int wait_fd() const override { return -1; }  // completions are polled

@@ -60,6 +60,10 @@ struct MpiConfig {
   bool device_stage = true;                  // SUMCAST_MPI_DEVICE_BUFFERS: stage (true) or mpi
   std::string cuda_driver = "libcuda.so.1";  // SUMCAST_MPI_CUDA_DRIVER
   std::string topology_file;                 // SUMCAST_MPI_TOPOLOGY: host description; "": detect NUMA nodes
+
+  // SUMCAST_MPI_FAILOVER and SUMCAST_MPI_FAILOVER_AFTER_MS (docs/failover.md)
+  shim::CommConfig::Failover failover = shim::CommConfig::Failover::kAuto;
+  uint32_t failover_after_ms = 1000;
 };
 
 enum class EnvType : uint8_t { kBool, kBytes, kUint, kString, kList, kPath };

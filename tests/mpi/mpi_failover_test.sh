@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The MPI interposer across a failover (docs/failover.md): an unmodified MPI program
+# (mpi_failover.c: in-place MPI_Allreduce of 256 Ki integer-valued floats, each checked) under
+# mpirun/mpiexec, 4 ranks on one host (SUMCAST_MPI_INTRANODE=0: every rank talks to the
+# appliances), every call's bytes split over two embedded services (sumcast_mpi_test_appliance)
+# on loopback. Once rank 0 finished a few calls, the first service is SIGKILLed. Checks: the
+# program exits 0 with every element of every call right, the interposer printed no error and
+# took every call (none passed to MPI), and the surviving service ran the failover's jobs.
+# usage: mpi_failover_test.sh ompi|mpich LIBSUMCAST_MPI PROGRAM TEST_APPLIANCE
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
+flavor=$1 lib=$2 prog=$3 appliance=$4
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/mpi_lib.sh"
+if [ "$flavor" = ompi ]; then command -v mpirun >/dev/null || { echo "skipped: no mpirun"; exit 77; }
+else command -v mpiexec.mpich >/dev/null || { echo "skipped: no mpiexec.mpich"; exit 77; }; fi
+
+work=$(mktemp -d /tmp/sumcast-mpi-failover.XXXXXX)
+app_pids=() run_pid=""
+cleanup() {
+  local rc=$? p
+  [ -n "$run_pid" ] && kill -KILL "$run_pid" 2>/dev/null
+  exec 8>&- 9>&-
+  for p in "${app_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [ $rc -ne 0 ]; then for f in "$work"/*.log; do echo "--- $f"; tail -40 "$f"; done; fi
+  rm -rf "$work"
+  exit $rc
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+wait_for() {  # FILE PATTERN SECS
+  local deadline=$((SECONDS + $3))
+  until grep -q "$2" "$1" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || return 1
+    read -rt 0.05 <> <(:) || true  # poll interval, not synchronisation
+  done
+}
+
+head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"; echo >>"$work/token"
+base="127.$((1 + $$ % 200)).$(( ($$ / 200) % 250 + 1))"
+last=$((RANDOM % 200 + 20))
+port=$((20000 + RANDOM % 20000))
+addrs=()
+# Each service runs until its stdin (a pipe held on fd 8 or 9 here) closes, or a signal.
+exec 8> >(exec "$appliance" "$base.$last" "$port" "$work/token" >"$work/appliance0.log" 2>&1)
+app_pids+=($!)
+exec 9> >(exec "$appliance" "$base.$((last + 1))" "$port" "$work/token" >"$work/appliance1.log" 2>&1)
+app_pids+=($!)
+for k in 0 1; do
+  wait_for "$work/appliance$k.log" '^ready' 20 || fail "test appliance $k did not start"
+  addrs+=("$base.$((last + k)):$port")
+done
+
+iters=60
+mpi_launch "$flavor" 4 "" -- LD_PRELOAD="$lib" SUMCAST_MPI_APPLIANCES="${addrs[0]},${addrs[1]}" \
+  SUMCAST_MPI_TOKEN_FILE="$work/token" SUMCAST_MPI_STATS=1 SUMCAST_MPI_INTRANODE=0 SUMCAST_MPI_THRESHOLD=1024 \
+  SUMCAST_MPI_FAILOVER_AFTER_MS=500 SUMCAST_MPI_REGISTER_TIMEOUT_MS=20000 -- "$prog" $iters 262144 \
+  >"$work/run.log" 2>&1 &
+run_pid=$!
+wait_for "$work/run.log" '^# iteration 5$' 60 || fail "the program did not get through 5 calls"
+grep -q "^# iteration $iters\$" "$work/run.log" && fail "the program was done before the kill"
+kill -KILL "${app_pids[0]}"
+echo "killed the first appliance (${addrs[0]}) after $(grep -c '^# iteration' "$work/run.log") calls"
+deadline=$((SECONDS + 120))
+while kill -0 "$run_pid" 2>/dev/null; do
+  [ $SECONDS -lt $deadline ] || fail "the program still runs 120 s after the kill"
+  read -rt 0.1 <> <(:) || true  # poll interval, not synchronisation
+done
+rc=0
+wait "$run_pid" || rc=$?
+run_pid=""
+[ $rc = 0 ] || fail "the program exited $rc"
+grep -q "^all exact: $iters calls" "$work/run.log" || fail "not every call exact"
+! grep -qi "sumcast-mpi: \(error\|warning\)" "$work/run.log" || fail "the interposer reported a problem"
+taken=$(stat_calls "$work/run.log" MPI_Allreduce)
+# The program's calls, plus its final 1-element MPI_LONG sum (below the threshold: passed).
+[ "${taken:-0}" = "$iters" ] || fail "the interposer took ${taken:-no} MPI_Allreduce calls, want $iters"
+exec 9>&-  # the survivor stops and prints its counters
+wait "${app_pids[1]}" || fail "the surviving service failed"
+app_pids=("${app_pids[0]}")
+# The job itself, then the failover's agreement job and the job that took the lost range.
+started=$(sed -n 's/.*jobs started \([0-9]*\).*/\1/p' "$work/appliance1.log")
+[ "${started:-0}" -ge 3 ] || fail "the surviving service started ${started:-no} jobs, want the job and the failover's two"
+echo "the interposer took all $iters calls, every one exact, across the failover ($started jobs on the survivor)"
