@@ -411,10 +411,12 @@ TEST(CommunicatorFailure, RetryBudgetExhaustionFailsTheCallNamingTheAppliance) {
   EXPECT_EQ(results[1].code(), StatusCode::kTimeout) << results[1].to_string();
   EXPECT_NE(results[1].message().find(service->control_address()), std::string::npos) << results[1].message();
   EXPECT_NE(results[1].message().find("5 retransmissions"), std::string::npos) << results[1].message();
-  // The service answers (and counts) the last retransmissions on its own thread, possibly after
-  // the deaf rank gave up: wait for them, bounded.
-  EXPECT_TRUE(wait_for([&] { return service->engine_counters().retransmits_answered.load() >= 5; }, milliseconds(5000)))
-      << service->engine_counters().retransmits_answered.load() << " retransmissions answered, want >= 5";
+  // The deaf rank's losses were on its receive side: the service answered its retransmissions
+  // from the stored result. Not necessarily all 5: one that arrives before rank 0's contribution
+  // completes the round is only a repeat of a contribution. The service counts on its own thread,
+  // possibly after the deaf rank gave up: wait, bounded.
+  EXPECT_TRUE(wait_for([&] { return service->engine_counters().retransmits_answered.load() >= 1; }, milliseconds(5000)))
+      << service->engine_counters().retransmits_answered.load() << " retransmissions answered, want >= 1";
 }
 
 }  // namespace
