@@ -25,12 +25,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/shim/control_client.h"
+#include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
 #include "sumcast/wire/packet.h"
 
@@ -169,10 +169,9 @@ int main(int argc, char** argv) {
   } catch (...) {
     return usage("malformed number");
   }
-  std::ifstream tf(a.token_file);
-  std::string token;
-  std::getline(tf, token);
-  if (token.empty()) return usage("empty token file");
+  const sumcast::Result<std::string> read = sumcast::read_token_file(a.token_file);
+  if (!read.ok()) return usage(("--token-file " + read.status().message()).c_str());
+  const std::string token = *read;
   uint32_t own_ip = 0;
   in_addr ia{};
   if (inet_pton(AF_INET, a.ip.c_str(), &ia) != 1) return usage("bad --ip");

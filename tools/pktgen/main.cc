@@ -44,6 +44,7 @@
 
 #include "sumcast/pktgen/stream.h"
 #include "sumcast/shim/control_client.h"
+#include "sumcast/token_file.h"
 #include "sumcast/wire/packet.h"
 
 namespace {
@@ -280,11 +281,9 @@ Result<Registration> register_job(const Args& a, const std::vector<sumcast::engi
     port = static_cast<uint16_t>(std::strtoul(host.c_str() + colon + 1, nullptr, 10));
     host.resize(colon);
   }
-  std::ifstream tf(a.token_file);
-  std::string token;
-  std::getline(tf, token);
-  while (!token.empty() && (token.back() == '\r' || token.back() == '\n')) token.pop_back();
-  if (token.empty()) return Status::invalid_argument("--token-file " + a.token_file + ": no token in its first line");
+  Result<std::string> read = sumcast::read_token_file(a.token_file);
+  if (!read.ok()) return Status(read.status().code(), "--token-file " + read.status().message());
+  const std::string token = std::move(read.value());
 
   const size_t n = ranks.size();
   std::vector<std::unique_ptr<sumcast::shim::ControlClient>> clients(n);

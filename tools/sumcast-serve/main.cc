@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "sumcast/embedded/service.h"
+#include "sumcast/token_file.h"
 
 namespace {
 
@@ -87,11 +87,12 @@ int main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  std::ifstream tf(token_file);
-  if (!tf || !std::getline(tf, so.token) || so.token.empty()) {
-    std::fprintf(stderr, "sumcast-serve: cannot read a token from %s\n", token_file.c_str());
+  sumcast::Result<std::string> token = sumcast::read_token_file(token_file);
+  if (!token.ok()) {
+    std::fprintf(stderr, "sumcast-serve: --token-file %s\n", token.status().message().c_str());
     return 2;
   }
+  so.token = std::move(token.value());
 
   // Block the signals before the service's threads start, so that only sigwait() sees them.
   sigset_t set;

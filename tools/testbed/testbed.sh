@@ -279,8 +279,8 @@ control = {
 CONF
 }
 
-# tb_token FILE: writes a fresh random token.
-tb_token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1"; echo >>"$1"; }
+# tb_token FILE: writes a fresh random token, readable by its owner only (the readers refuse others).
+tb_token() { (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1" && echo >>"$1"); }
 
 # tb_wait_line FILE PATTERN SECONDS PID: waits until FILE has a line matching PATTERN; fails if the
 # process PID exits first or the deadline passes (polls the file; no fixed sleeps).

@@ -13,10 +13,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
-#include <fstream>
 #include <thread>
 #include <utility>
 
+#include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
 
 namespace sumcast::dpdk {
@@ -45,16 +45,6 @@ rte_ring* make_ring(const std::string& name, uint32_t size, int socket, unsigned
 
 }  // namespace
 
-Result<std::string> read_token(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::from_errno("control.token_file: cannot read " + path);
-  std::string line;
-  std::getline(in, line);
-  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
-  if (line.empty()) return Status::invalid_argument("control.token_file: " + path + ": first line is empty");
-  return line;
-}
-
 Result<std::unique_ptr<Appliance>> Appliance::start(config::AggConfig config, ApplianceOptions options) {
   std::unique_ptr<Appliance> a(new Appliance());
   a->config_ = std::move(config);
@@ -76,8 +66,8 @@ void Appliance::log(const std::string& line) const {
 Status Appliance::start_impl() {
   const config::AggConfig& cfg = config_;
   log("config " + cfg.path);
-  Result<std::string> token = read_token(cfg.control.token_file);
-  if (!token.ok()) return token.status();
+  Result<std::string> token = read_token_file(cfg.control.token_file);
+  if (!token.ok()) return Status(token.status().code(), "control.token_file: " + token.status().message());
 
   // EAL.
   Result<EalPlan> plan = plan_eal(cfg, probe_hugepages(), options_.eal_overrides, options_.program);
