@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "sumcast/core_counters.h"
 #include "sumcast/dpdk/neighbour_service.h"
 #include "sumcast/dpdk/tx_sink.h"
 #include "sumcast/engine/engine.h"
@@ -84,13 +85,10 @@ struct ControlMsg {
 
 // Port-layer counters of one core (the engine counts everything about frames' contents).
 struct alignas(64) PortCounters {
-  std::atomic<uint64_t> rx_bursts{0};       // rx bursts that returned frames
-  std::atomic<uint64_t> dispatched_out{0};  // frames handed to their owner core
-  std::atomic<uint64_t> dispatched_in{0};   // frames received from other cores
-  std::atomic<uint64_t> dispatch_full{0};   // dropped: the owner's dispatch ring was full
-  std::atomic<uint64_t> control_msgs{0};    // control messages handled
-  std::atomic<uint64_t> idle_sleeps{0};     // sleeps of an idle core (dataplane.idle_poll = "adaptive")
-  std::atomic<uint64_t> arp_requests{0};    // ARP requests the neighbour resolver sent through this core
+  // rx_bursts ... arp_requests: one field per SUMCAST_PORT_COUNTERS entry (sumcast/core_counters.h).
+#define SUMCAST_X(name, type, shown, help) std::atomic<uint64_t> name{0};
+  SUMCAST_PORT_COUNTERS(SUMCAST_X)
+#undef SUMCAST_X
 };
 
 struct alignas(64) LcoreContext {
