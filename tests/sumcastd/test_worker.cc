@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "sumcast/icrc/icrc.h"
+#include "sumcast/shim/address.h"
 #include "sumcast/shim/control_client.h"
 #include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
@@ -107,17 +108,6 @@ bool parse_args(int argc, char** argv, Args* a) {
          !a->iface.empty() && a->elements > 0 && a->collectives > 0;
 }
 
-bool interface_mac(const std::string& iface, uint8_t mac[6]) {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd < 0) return false;
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, iface.c_str(), IFNAMSIZ - 1);
-  const bool ok = ioctl(fd, SIOCGIFHWADDR, &ifr) == 0;
-  close(fd);
-  if (ok) std::memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
-  return ok;
-}
-
 // The value rank r contributes for element i of collective c, and the sum over `world` ranks.
 int64_t element(uint32_t r, uint64_t i, uint32_t c) { return int64_t{r + 1} * static_cast<int64_t>((i + c) % 13 + 1); }
 int64_t expected_sum(uint32_t world, uint64_t i, uint32_t c) {
@@ -188,7 +178,7 @@ int main(int argc, char** argv) {
   req.endpoint.ip = own_ip;
   req.endpoint.udp_port = a.udp_port;
   req.endpoint.qpn = qpn;
-  if (!interface_mac(a.iface, req.endpoint.mac)) return usage("cannot read the MAC of --iface");
+  if (!sumcast::shim::interface_mac(a.iface, req.endpoint.mac)) return usage("cannot read the MAC of --iface");
 
   // Data socket first, so no result can arrive before it exists.
   const int fd = socket(AF_INET, SOCK_DGRAM, 0);

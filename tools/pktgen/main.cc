@@ -42,7 +42,9 @@
 #include <thread>
 #include <vector>
 
+#include "sumcast/ipv4.h"
 #include "sumcast/pktgen/stream.h"
+#include "sumcast/shim/address.h"
 #include "sumcast/shim/control_client.h"
 #include "sumcast/token_file.h"
 #include "sumcast/wire/packet.h"
@@ -103,24 +105,6 @@ bool parse_mac(const std::string& text, uint8_t mac[6]) {
     mac[i] = static_cast<uint8_t>(v[i]);
   }
   return true;
-}
-
-bool parse_ip(const std::string& text, uint32_t* ip) {
-  in_addr a{};
-  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return false;
-  *ip = ntohl(a.s_addr);
-  return true;
-}
-
-bool interface_mac(const std::string& iface, uint8_t mac[6]) {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd < 0) return false;
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, iface.c_str(), IFNAMSIZ - 1);
-  const bool ok = ioctl(fd, SIOCGIFHWADDR, &ifr) == 0;
-  close(fd);
-  if (ok) std::memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
-  return ok;
 }
 
 std::string mac_text(const uint8_t m[6]) {
@@ -403,11 +387,12 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   uint8_t src_mac[6];
-  if (!a.iface.empty() ? !interface_mac(a.iface, src_mac) : !parse_mac(a.src_mac, src_mac)) {
+  if (!a.iface.empty() ? !sumcast::shim::interface_mac(a.iface, src_mac) : !parse_mac(a.src_mac, src_mac)) {
     return usage(!a.iface.empty() ? "cannot read the MAC of --iface " + a.iface : "--src-mac: bad MAC " + a.src_mac);
   }
-  uint32_t src_ip = 0;
-  if (!parse_ip(a.src_ip, &src_ip)) return usage("--src-ip: bad IPv4 address " + a.src_ip);
+  const std::optional<uint32_t> parsed_src_ip = sumcast::parse_ipv4(a.src_ip);
+  if (!parsed_src_ip) return usage("--src-ip: bad IPv4 address " + a.src_ip);
+  const uint32_t src_ip = *parsed_src_ip;
   std::vector<sumcast::engine::Member> ranks(a.ranks);
   for (uint32_t r = 0; r < a.ranks; ++r) {
     std::memcpy(ranks[r].mac, src_mac, 6);
@@ -447,7 +432,9 @@ int main(int argc, char** argv) {
     spec.slots = static_cast<uint16_t>(a.slots);
     spec.payload_bytes = static_cast<uint16_t>(a.payload);
     if (!parse_mac(a.appliance_mac, spec.appliance_mac)) return usage("--appliance-mac: bad MAC");
-    if (!parse_ip(a.appliance_ip, &spec.appliance_ip)) return usage("--appliance-ip: bad IPv4 address");
+    const std::optional<uint32_t> appliance_ip = sumcast::parse_ipv4(a.appliance_ip);
+    if (!appliance_ip) return usage("--appliance-ip: bad IPv4 address");
+    spec.appliance_ip = *appliance_ip;
     spec.core_qpns = a.core_qpns;
   } else {
     Result<Registration> r = register_job(a, ranks);

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "sumcast/ipv4.h"
 #include "sumcast/wire/control.h"
 #include "token.h"
 
@@ -51,11 +52,6 @@ constexpr int kReadsPerWake = 16;
 
 uint64_t ms_between(Clock::time_point from, Clock::time_point to) {
   return to <= from ? 0 : static_cast<uint64_t>(std::chrono::duration_cast<milliseconds>(to - from).count());
-}
-
-std::string ipv4_text(uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." + std::to_string((ip >> 8) & 0xFF) +
-         "." + std::to_string(ip & 0xFF);
 }
 
 // A Q_Key for a new job: random, non-zero, bit 31 clear (Q_Keys with bit 31 set are "controlled"
@@ -443,7 +439,7 @@ void Server::Impl::accept_all(Clock::time_point now) {
     Conn c;
     c.id = next_conn_id++;
     c.fd = fd;
-    c.peer = ipv4_text(ntohl(sa.sin_addr.s_addr)) + ":" + std::to_string(ntohs(sa.sin_port));
+    c.peer = format_ipv4(ntohl(sa.sin_addr.s_addr)) + ":" + std::to_string(ntohs(sa.sin_port));
     c.accepted = now;
     conns.emplace(c.id, std::move(c));
   }

@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "sumcast/ipv4.h"
 #include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
 
@@ -108,8 +109,13 @@ Status Appliance::start_impl() {
     std::copy(pi.mac, pi.mac + 6, ro.local_mac);
     ro.local_ip = pi.ipv4;
     uint32_t gateway = 0;
-    if (!cfg.port.gateway.empty() && !parse_ipv4(cfg.port.gateway, &gateway)) {
-      return Status::invalid_argument(cfg.path + ": port.gateway: \"" + cfg.port.gateway + "\" is not an IPv4 address");
+    if (!cfg.port.gateway.empty()) {
+      const std::optional<uint32_t> ip = parse_ipv4(cfg.port.gateway);
+      if (!ip) {
+        return Status::invalid_argument(cfg.path + ": port.gateway: \"" + cfg.port.gateway +
+                                        "\" is not an IPv4 address");
+      }
+      gateway = *ip;
     }
     std::vector<neighbour::Route> routes;
     for (const config::RouteConfig& r : cfg.port.routes) routes.push_back({r.prefix, r.len, r.via});
@@ -256,9 +262,13 @@ Status Appliance::start_impl() {
   for (uint32_t i = 0; i < n; ++i) so.core_qpns.push_back(kCoreQpnBase + i);
   so.next_hops = neighbours_.get();
   so.multicast = cfg.dataplane.multicast;
-  if (so.multicast && !parse_ipv4(cfg.dataplane.multicast_group, &so.multicast_base_ip)) {
-    return Status::invalid_argument(cfg.path + ": dataplane.multicast_group: \"" + cfg.dataplane.multicast_group +
-                                    "\" is not an IPv4 address");
+  if (so.multicast) {
+    const std::optional<uint32_t> group = parse_ipv4(cfg.dataplane.multicast_group);
+    if (!group) {
+      return Status::invalid_argument(cfg.path + ": dataplane.multicast_group: \"" + cfg.dataplane.multicast_group +
+                                      "\" is not an IPv4 address");
+    }
+    so.multicast_base_ip = *group;
   }
   server_ = std::make_unique<control::Server>(std::move(so), sink_.get());
   st = server_->start();

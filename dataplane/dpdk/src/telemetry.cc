@@ -9,6 +9,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "sumcast/ipv4.h"
 #include "sumcast/wire/format.h"
 
 #ifndef SUMCAST_VERSION

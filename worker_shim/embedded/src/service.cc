@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "sumcast/counter.h"
 #include "sumcast/endian.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/wire/packet.h"
@@ -51,10 +52,6 @@ struct AtomicCounters {
   std::atomic<uint64_t> tx_dropped{0};
   std::atomic<uint64_t> tx_restamped{0};
 };
-
-void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
-  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
 
 }  // namespace
 

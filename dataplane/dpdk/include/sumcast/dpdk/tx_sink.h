@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "sumcast/counter.h"
 #include "sumcast/engine/engine.h"
 
 struct rte_mbuf;
@@ -73,9 +74,6 @@ class DpdkTxSink final : public engine::TxSink {
   void free_refused(rte_mbuf** m, const bool* result, uint32_t n);
   uint16_t burst(rte_mbuf** m, uint16_t n);
   static uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
-  static void bump(std::atomic<uint64_t>& c, uint64_t n) {
-    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-  }
   static void set(std::atomic<uint64_t>& c, uint64_t v) { c.store(v, std::memory_order_relaxed); }
   void account_sent(const uint32_t* len, uint32_t n);
 
