@@ -289,7 +289,28 @@ TEST(ControlClient, PollReportsAbortBeforeEof) {
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();
   EXPECT_NE(s.message().find("no progress for 10000 ms"), std::string::npos) << s.to_string();
   EXPECT_NE(s.message().find("timeout"), std::string::npos);
+  // The reason is a code too, so callers need not search the text for it; it survives context.
+  EXPECT_TRUE(shim::aborted_for(s, wire::AbortReason::kTimeout)) << s.detail();
+  EXPECT_FALSE(shim::aborted_for(s, wire::AbortReason::kMemberLeft));
+  EXPECT_TRUE(shim::aborted_for(s.with_context("appliance 1: "), wire::AbortReason::kTimeout));
   EXPECT_EQ(c->poll().code(), StatusCode::kAborted);  // sticky
+  EXPECT_TRUE(shim::aborted_for(c->poll(), wire::AbortReason::kTimeout));
+}
+
+TEST(ControlClient, MemberLeftAbortIsTellableByItsCode) {
+  ScriptedAppliance a(grant_then([](RawSocket& s) {
+    ASSERT_TRUE(s.send_msg(wire::AbortMsg{77, wire::AbortReason::kMemberLeft, "rank 3 left (timeout)"}));
+  }));
+  auto c = connect_to(a);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->register_rank(sample_request(), 5000).ok());
+  a.join();
+  pollfd p{c->fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1);
+  const Status s = c->poll();
+  EXPECT_TRUE(shim::aborted_for(s, wire::AbortReason::kMemberLeft)) << s.to_string();
+  EXPECT_FALSE(shim::aborted_for(s, wire::AbortReason::kTimeout)) << s.to_string();  // the text says timeout
+  EXPECT_FALSE(shim::aborted_for(Status::io_error("x (member_left)"), wire::AbortReason::kMemberLeft));
 }
 
 TEST(ControlClient, PollReportsEofAsIoError) {

@@ -561,8 +561,8 @@ void Communicator::poll_control() {
   for (auto& ap : apps_) {
     Status st = ap->control->poll();
     if (!st.ok()) {
-      const bool secondary = st.message().find("(member_left)") != std::string::npos;
-      st = Status(st.code(), where(*ap) + ": " + st.message());
+      const bool secondary = aborted_for(st, wire::AbortReason::kMemberLeft);
+      st = st.with_context(where(*ap) + ": ");
       fail(secondary ? root_cause(std::move(st)) : std::move(st));
       return;
     }
@@ -582,7 +582,7 @@ Status Communicator::root_cause(Status secondary) {
   for (;;) {
     for (auto& ap : apps_) {
       Status st = ap->control->poll();
-      if (!st.ok() && st.message().find("(member_left)") == std::string::npos) {
+      if (!st.ok() && !aborted_for(st, wire::AbortReason::kMemberLeft)) {
         return Status(st.code(), where(*ap) + ": " + st.message() + " (then: " + secondary.message() + ")");
       }
     }
