@@ -69,15 +69,17 @@ TEST_F(TokenFile, EmptyFileIsRefusedNamingIt) {
 }
 
 TEST_F(TokenFile, ShortTokenIsRefusedWithItsLength) {
-  for (const auto& [content, bytes] : {std::pair<const char*, int>{"short\n", 5}, {"\n", 0}, {"   \r\n", 0},
+  for (const auto& [content, bytes] : {std::pair<const char*, int>{"short\n", 5},
+                                       {"\n", 0},
+                                       {"   \r\n", 0},
                                        {"0123456789abcde\r\n0123456789abcdef\n", 15}}) {
     SCOPED_TRACE(content);
     const std::string path = write(content);
     const Result<std::string> token = read_token_file(path);
     ASSERT_FALSE(token.ok());
     EXPECT_EQ(token.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(token.status().message(), path + ": the first line (the token) has " + std::to_string(bytes) +
-                                            " bytes; at least 16 are needed");
+    EXPECT_EQ(token.status().message(),
+              path + ": the first line (the token) has " + std::to_string(bytes) + " bytes; at least 16 are needed");
   }
 }
 
@@ -90,9 +92,9 @@ TEST_F(TokenFile, FileOthersCanReadIsRefusedWithTheFix) {
     EXPECT_EQ(token.status().code(), StatusCode::kInvalidArgument);
     char shown[8];
     std::snprintf(shown, sizeof shown, "%04o", static_cast<unsigned>(mode));
-    EXPECT_EQ(token.status().message(), path + " (mode " + shown +
-                                            ") is open to its group or others; a token file must be private: chmod 600 " +
-                                            path);
+    EXPECT_EQ(
+        token.status().message(),
+        path + " (mode " + shown + ") is open to its group or others; a token file must be private: chmod 600 " + path);
   }
   EXPECT_TRUE(read_token_file(write(std::string(kToken) + "\n", 0400)).ok());
 }

@@ -65,7 +65,8 @@ std::map<std::string, std::string> documented_core_metrics(const std::string& do
         continue;
       }
       const std::string suffix = "_total";
-      const bool total = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      const bool total =
+          name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
       if (type == "counter" && !total) errors->push_back("counter " + name + " has no _total suffix");
       if (type == "gauge" && total) errors->push_back("gauge " + name + " has a _total suffix");
       if (total) name.resize(name.size() - suffix.size());

@@ -38,8 +38,7 @@ class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message, uint32_t detail = 0)
-      : rep_(code == StatusCode::kOk ? nullptr
-                                     : std::make_shared<const Rep>(Rep{code, std::move(message), detail})) {}
+      : rep_(code == StatusCode::kOk ? nullptr : std::make_shared<const Rep>(Rep{code, std::move(message), detail})) {}
 
   static Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
   static Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }

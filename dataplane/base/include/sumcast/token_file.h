@@ -49,9 +49,8 @@ inline Result<std::string> read_token_file(const std::string& path) {
     ::close(fd);
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return Status::invalid_argument(path + " (mode " + mode +
-                                    ") is open to its group or others; a token file must be private: chmod 600 " +
-                                    path);
+    return Status::invalid_argument(
+        path + " (mode " + mode + ") is open to its group or others; a token file must be private: chmod 600 " + path);
   }
   std::string line;
   char buffer[256];
@@ -74,8 +73,8 @@ inline Result<std::string> read_token_file(const std::string& path) {
   }
   ::close(fd);
   if (line.size() > kMaxTokenFileLineBytes) {
-    return Status::invalid_argument(path + ": the first line is longer than " +
-                                    std::to_string(kMaxTokenFileLineBytes) + " bytes; it is not a token file");
+    return Status::invalid_argument(path + ": the first line is longer than " + std::to_string(kMaxTokenFileLineBytes) +
+                                    " bytes; it is not a token file");
   }
   while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) line.pop_back();
   if (!any) return Status::invalid_argument(path + " is empty; its first line must hold the token");
