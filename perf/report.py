@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Summary tables of Sumcast's benchmarks (issue 5), with the targets checked.
+"""Summary tables of Sumcast's benchmarks, with the targets (README.md, Performance) checked.
 
   report.py engine ENGINE.json            Google Benchmark JSON of sumcast_bench_engine
   report.py memif  LINES|- OUT.json       JSON lines from perf/memif/run -> medians, ratio, OUT.json

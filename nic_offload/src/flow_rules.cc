@@ -80,7 +80,8 @@ std::string describe_item(const rte_flow_item& i) {
     case RTE_FLOW_ITEM_TYPE_IPV4: {
       const auto* spec = static_cast<const rte_flow_item_ipv4*>(i.spec);
       if (spec == nullptr) return "IPV4";
-      return "IPV4(dst=" + format_ipv4(rte_be_to_cpu_32(spec->hdr.dst_addr)) + ",proto=" + std::to_string(spec->hdr.next_proto_id) + ")";
+      return "IPV4(dst=" + format_ipv4(rte_be_to_cpu_32(spec->hdr.dst_addr)) +
+             ",proto=" + std::to_string(spec->hdr.next_proto_id) + ")";
     }
     case RTE_FLOW_ITEM_TYPE_UDP: {
       const auto* spec = static_cast<const rte_flow_item_udp*>(i.spec);

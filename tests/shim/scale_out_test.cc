@@ -1,4 +1,4 @@
-// Scale-out through the communicator (issue 12, docs/scale-out.md): a job whose aggregator list
+// Scale-out through the communicator (docs/scale-out.md): a job whose aggregator list
 // holds "appliances" and "host aggregators" (here all embedded services on loopback), split by
 // the optimal placement. Every chunk is summed exactly once, by the aggregator whose range holds
 // it, and the loss of any one aggregator fails every rank's call with an error naming it.

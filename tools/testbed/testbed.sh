@@ -1,4 +1,5 @@
-# Sumcast's namespace test bed (DESIGN.md §6), as a bash library. Source it, then:
+# Sumcast's namespace test bed, as a bash library: the appliance, the workers and their switch as
+# network namespaces on one machine, so end-to-end tests need no second host and no NIC. Source it, then:
 #   tb_up N [RATE]    appliance namespace + N worker namespaces on one L2 "switch" (a bridge in
 #                     its own namespace); RATE (e.g. 200mbit) shapes every worker link with tbf in
 #                     both directions and the appliance's data link to N x RATE.

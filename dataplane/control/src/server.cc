@@ -2,7 +2,7 @@
 // sumcast/wire/control.h (docs/protocol.md §8).
 //
 // Everything below Impl::run() runs on the server thread only, except what is guarded by
-// Impl::mu_ (the counters and the published job snapshot that jobs()/counters() read).
+// Impl::mu (the counters and the published job snapshot that jobs()/counters() read).
 //
 // Connections that fail (EOF, error, malformed message, timeout) are only *marked* dead where it
 // happens; reap() later applies what their loss means for their job and closes them, so no

@@ -1,6 +1,7 @@
 // The worker lcores: one cache-aligned context per engine core, and the loop each runs.
 //
-// Loop (one fixed shape, DESIGN.md §4): rx burst -> software dispatch (frames whose slot another
+// Loop (one fixed shape for every PMD and core count, so that one path is tested and measured):
+// rx burst -> software dispatch (frames whose slot another
 // core owns go to that core's dispatch ring; the owner drains its ring as another burst) ->
 // engine.process_burst -> free the rx mbufs -> retry the tx backlog (DpdkTxSink) -> every
 // kControlInterval iterations drain the control ring (add/remove job, acked back) -> stop flag;
