@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "sumcast/icrc/icrc.h"
+#include "sumcast/ipv4.h"
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/control_client.h"
 #include "sumcast/token_file.h"
@@ -162,10 +163,9 @@ int main(int argc, char** argv) {
   const sumcast::Result<std::string> read = sumcast::read_token_file(a.token_file);
   if (!read.ok()) return usage(("--token-file " + read.status().message()).c_str());
   const std::string token = *read;
-  uint32_t own_ip = 0;
-  in_addr ia{};
-  if (inet_pton(AF_INET, a.ip.c_str(), &ia) != 1) return usage("bad --ip");
-  own_ip = ntohl(ia.s_addr);
+  const std::optional<uint32_t> parsed_ip = sumcast::parse_ipv4(a.ip);
+  if (!parsed_ip) return usage("bad --ip");
+  const uint32_t own_ip = *parsed_ip;
   const uint32_t qpn = a.qpn != 0 ? a.qpn : 0x1000u + a.rank;
 
   sumcast::shim::RegisterRequest req;

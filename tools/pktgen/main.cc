@@ -113,13 +113,6 @@ std::string mac_text(const uint8_t m[6]) {
   return b;
 }
 
-std::string ip_text(uint32_t ip) {
-  char b[INET_ADDRSTRLEN] = {};
-  const uint32_t n = htonl(ip);
-  inet_ntop(AF_INET, &n, b, sizeof(b));
-  return b;
-}
-
 // Returns -1 to go on, else the exit status.
 int parse_args(int argc, char** argv, Args* a) {
   auto number = [](const std::string& v, uint64_t max, uint64_t* out) {
@@ -474,7 +467,7 @@ int main(int argc, char** argv) {
               " payload %u frames %" PRIu64 " results %" PRIu64 " appliance %s %s qpns %s files%s\n",
               spec.job_id, spec.qkey, sumcast::wire::dtype_name(spec.dtype), spec.ranks.size(), spec.slots, spec.rounds,
               spec.payload_bytes, frames.value(), frames.value(), mac_text(spec.appliance_mac).c_str(),
-              ip_text(spec.appliance_ip).c_str(), qpns.c_str(), files.c_str());
+              sumcast::format_ipv4(spec.appliance_ip).c_str(), qpns.c_str(), files.c_str());
   std::fflush(stdout);
   if (!a.info.empty()) {
     std::ofstream info(a.info);

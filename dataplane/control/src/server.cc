@@ -244,8 +244,8 @@ Status Server::Impl::validate_options() const {
 }
 
 Status Server::Impl::open_listener() {
-  in_addr addr{};
-  if (::inet_pton(AF_INET, opt.listen_address.c_str(), &addr) != 1) {
+  const std::optional<uint32_t> listen_ip = parse_ipv4(opt.listen_address);
+  if (!listen_ip) {
     return Status::invalid_argument("control: listen_address '" + opt.listen_address + "' is not an IPv4 address");
   }
   const std::string where = opt.listen_address + ":" + std::to_string(opt.port);
@@ -259,7 +259,7 @@ Status Server::Impl::open_listener() {
   }
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_addr = addr;
+  sa.sin_addr.s_addr = htonl(*listen_ip);
   sa.sin_port = htons(opt.port);
   if (::bind(listen_fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
     const int err = errno;
