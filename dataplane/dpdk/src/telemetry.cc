@@ -9,6 +9,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "sumcast/counter.h"
 #include "sumcast/ipv4.h"
 #include "sumcast/wire/format.h"
 
@@ -47,8 +48,6 @@ static_assert(sizeof(kDropNames) / sizeof(kDropNames[0]) == engine::kDropReasonC
 std::shared_mutex g_mu;
 const TelemetrySource* g_source = nullptr;
 bool g_registered = false;
-
-uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 
 void add_rows(rte_tel_data* d, const std::vector<CounterRow>& rows) {
   for (const CounterRow& r : rows) rte_tel_data_add_dict_u64(d, r.name, r.value);
@@ -350,12 +349,12 @@ std::vector<CounterRow> read_counters(const LcoreContext& core) {
   std::vector<CounterRow> rows;
   rows.reserve(kCoreCounterCount + engine::kDropReasonCount);
   const engine::CoreCounters& e = core.engine->counters();
-#define SUMCAST_X(name, type, shown, help) rows.push_back({#name, load(e.name)});
+#define SUMCAST_X(name, type, shown, help) rows.push_back({#name, read_counter(e.name)});
   SUMCAST_ENGINE_COUNTERS(SUMCAST_X)
 #undef SUMCAST_X
   for (size_t r = 0; r < engine::kDropReasonCount; ++r) {
     if (r == static_cast<size_t>(wire::ParseError::kOk)) continue;  // not a drop
-    rows.push_back({kDropNames[r], load(e.drops[r])});
+    rows.push_back({kDropNames[r], read_counter(e.drops[r])});
   }
   const DpdkTxSink* tx = core.tx.get();
   if (tx != nullptr) {
@@ -370,7 +369,7 @@ std::vector<CounterRow> read_counters(const LcoreContext& core) {
     }
   }
   const PortCounters& p = core.counters;
-#define SUMCAST_X(name, type, shown, help) rows.push_back({#name, load(p.name)});
+#define SUMCAST_X(name, type, shown, help) rows.push_back({#name, read_counter(p.name)});
   SUMCAST_PORT_COUNTERS(SUMCAST_X)
 #undef SUMCAST_X
 #define SUMCAST_X(name, type, shown, help) rows.push_back({#name, tx != nullptr ? tx_value_##name(*tx) : 0});
@@ -401,15 +400,15 @@ telemetry::Histogram latency_histogram(const engine::CoreCounters& counters, uin
     ++first;
   }
   uint64_t merged = 0;
-  for (size_t b = 0; b <= first; ++b) merged += load(counters.latency_buckets[b]);
+  for (size_t b = 0; b <= first; ++b) merged += read_counter(counters.latency_buckets[b]);
   h.counts.push_back(merged);
   h.upper_bounds.push_back(std::ldexp(1.0, static_cast<int>(first) + 1) / hz);
   for (size_t b = first + 1; b + 1 < engine::kLatencyBuckets; ++b) {
-    h.counts.push_back(load(counters.latency_buckets[b]));
+    h.counts.push_back(read_counter(counters.latency_buckets[b]));
     h.upper_bounds.push_back(std::ldexp(1.0, static_cast<int>(b) + 1) / hz);
   }
-  h.counts.push_back(load(counters.latency_buckets[engine::kLatencyBuckets - 1]));  // +Inf
-  h.sum = static_cast<double>(load(counters.latency_ticks_sum)) / hz;
+  h.counts.push_back(read_counter(counters.latency_buckets[engine::kLatencyBuckets - 1]));  // +Inf
+  h.sum = static_cast<double>(read_counter(counters.latency_ticks_sum)) / hz;
   return h;
 }
 

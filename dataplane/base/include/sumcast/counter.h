@@ -13,4 +13,7 @@ inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
+// A counter's value for a reader on another thread (telemetry): a relaxed load, no ordering.
+inline uint64_t read_counter(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
+
 }  // namespace sumcast
