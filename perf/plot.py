@@ -9,7 +9,6 @@ Files that are absent are skipped. Needs matplotlib (python3-matplotlib) for /us
 """
 import json
 import os
-import re
 import sys
 
 import matplotlib
@@ -17,24 +16,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import bench_json  # noqa: E402  (perf/bench_json.py, beside this script)
+
 
 def bench_rows(path):
     """name -> row of a Google Benchmark JSON (the median aggregate where there are repetitions)."""
-    with open(path) as f:
-        data = json.load(f)
-    rows, medians = {}, set()
-    for b in data.get("benchmarks", []):
-        name = re.sub(r"/(manual_time|iterations:\d+)", "", b.get("run_name", b["name"]))
-        if b.get("error_occurred"):
-            continue
-        if b.get("run_type") == "aggregate":
-            if b.get("aggregate_name") != "median":
-                continue
-            rows[name] = b
-            medians.add(name)
-        elif name not in medians:
-            rows.setdefault(name, b)
-    return rows
+    return bench_json.read(path)[1]
 
 
 def save(fig, out):

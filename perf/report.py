@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Summary tables of Sumcast's benchmarks (issue 5), with the targets checked.
+"""Summary tables of Sumcast's benchmarks, with the targets (README.md, Performance) checked.
 
   report.py engine ENGINE.json            Google Benchmark JSON of sumcast_bench_engine
   report.py memif  LINES|- OUT.json       JSON lines from perf/memif/run -> medians, ratio, OUT.json
@@ -8,34 +8,14 @@
 Prints tables to stdout; exit status 0 (targets are reported, not enforced: these are benchmarks).
 """
 import json
-import re
 import statistics
 import sys
 
-
-def _bench_rows(path):
-    """name -> counters of a Google Benchmark JSON (medians when there are repetitions)."""
-    with open(path) as f:
-        data = json.load(f)
-    rows, medians = {}, set()
-    for b in data.get("benchmarks", []):
-        name = b.get("run_name", b["name"])
-        name = re.sub(r"/(manual_time|iterations:\d+)", "", name)
-        if b.get("error_occurred"):
-            rows[name] = {"error": b.get("error_message", "error")}
-            continue
-        if b.get("run_type") == "aggregate":
-            if b.get("aggregate_name") != "median":
-                continue
-            rows[name] = b
-            medians.add(name)
-        elif name not in medians:
-            rows.setdefault(name, b)
-    return data.get("context", {}), rows
+import bench_json  # perf/bench_json.py, beside this script
 
 
 def engine(path):
-    ctx, rows = _bench_rows(path)
+    ctx, rows = bench_json.read(path, keep_errors=True)
     print(f"Engine, one core, in memory (sumcast_bench_engine; {ctx.get('host_name', '?')}, "
           f"{ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz, load {ctx.get('load_avg', '?')})")
     print("CPU time of the thread; cycles = that time in TSC cycles; Gbit/s = gradient payload absorbed.")

@@ -1,23 +1,15 @@
 // agg.conf cross-field checks (docs/agg.conf.md, "Validation"). Parsing: agg_config.cc.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <string>
 #include <string_view>
 
 #include "located_error.h"
 #include "sumcast/config/agg_config.h"
+#include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
 #include "value_forms.h"
 
 namespace sumcast::config {
 namespace {
-
-// Bytes of the shortest first line accepted as the control plane's shared token.
-constexpr size_t kMinTokenBytes = 16;
 
 std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
@@ -228,42 +220,8 @@ class Validator {
   Status check_token_file() const {
     const std::string& path = config_.control.token_file;
     if (path.empty()) return error("control.token_file", "required key is missing");
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int err = errno;
-      return error("control.token_file", path + ": " + std::strerror(err),
-                   err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError);
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return error("control.token_file", path + " is not a regular file", StatusCode::kIoError);
-    }
-    std::string first_line;
-    char buffer[256];
-    bool done = false;
-    while (!done && first_line.size() < 4096) {
-      const ssize_t n = ::read(fd, buffer, sizeof buffer);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        const int err = errno;
-        ::close(fd);
-        return error("control.token_file", path + ": " + std::strerror(err), StatusCode::kIoError);
-      }
-      if (n == 0) break;
-      const std::string_view chunk(buffer, static_cast<size_t>(n));
-      const size_t newline = chunk.find('\n');
-      first_line.append(chunk.substr(0, newline));
-      done = newline != std::string_view::npos;
-    }
-    ::close(fd);
-    if (!first_line.empty() && first_line.back() == '\r') first_line.pop_back();
-    if (first_line.size() < kMinTokenBytes) {
-      return error("control.token_file",
-                   path + ": the first line (the token) has " + std::to_string(first_line.size()) +
-                       " bytes; at least " + std::to_string(kMinTokenBytes) + " are needed",
-                   StatusCode::kInvalidArgument);
-    }
+    const Result<std::string> token = read_token_file(path);
+    if (!token.ok()) return error("control.token_file", token.status().message(), token.status().code());
     return {};
   }
 

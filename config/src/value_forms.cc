@@ -157,23 +157,6 @@ class LcoreParser {
 
 }  // namespace
 
-std::optional<uint32_t> parse_ipv4(std::string_view text) {
-  uint32_t address = 0;
-  for (int part = 0; part < 4; ++part) {
-    if (part > 0 && !take_char(text, '.')) return std::nullopt;
-    const std::optional<uint32_t> octet = take_decimal(text, 255);
-    if (!octet) return std::nullopt;
-    address = (address << 8) | *octet;
-  }
-  if (!text.empty()) return std::nullopt;
-  return address;
-}
-
-std::string format_ipv4(uint32_t address) {
-  return std::to_string(address >> 24) + "." + std::to_string((address >> 16) & 0xFF) + "." +
-         std::to_string((address >> 8) & 0xFF) + "." + std::to_string(address & 0xFF);
-}
-
 std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view text) {
   std::array<uint8_t, 6> mac{};
   for (size_t i = 0; i < mac.size(); ++i) {

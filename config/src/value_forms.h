@@ -9,13 +9,14 @@
 #include <string>
 #include <string_view>
 
+#include "sumcast/ipv4.h"
 #include "sumcast/status.h"
 
 namespace sumcast::config::detail {
 
-// "a.b.c.d", each part 0..255 in decimal without leading zeros. Host byte order.
-std::optional<uint32_t> parse_ipv4(std::string_view text);
-std::string format_ipv4(uint32_t address);
+// "a.b.c.d" (sumcast/ipv4.h: the one parser every component uses).
+using ::sumcast::format_ipv4;
+using ::sumcast::parse_ipv4;
 
 // "aa:bb:cc:dd:ee:ff" (hex, either case).
 std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view text);

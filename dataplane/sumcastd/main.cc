@@ -1,4 +1,4 @@
-// sumcastd: the Sumcast aggregation appliance (docs/deployment.md).
+// sumcastd: the Sumcast aggregation appliance (docs/architecture.md, "The appliance").
 //
 //   sumcastd -c FILE [--check] [-- EAL args...]
 //

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "sumcast/ipv4.h"
 #include "sumcast/wire/format.h"
 
 namespace sumcast::nic_offload {
@@ -66,12 +67,6 @@ std::string hex_qpn(uint32_t qpn) {
   return buf;
 }
 
-std::string ipv4_text(rte_be32_t be) {
-  const uint32_t ip = rte_be_to_cpu_32(be);
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." + std::to_string((ip >> 8) & 0xFF) +
-         "." + std::to_string(ip & 0xFF);
-}
-
 std::string describe_item(const rte_flow_item& i) {
   char buf[96];
   switch (i.type) {
@@ -85,7 +80,8 @@ std::string describe_item(const rte_flow_item& i) {
     case RTE_FLOW_ITEM_TYPE_IPV4: {
       const auto* spec = static_cast<const rte_flow_item_ipv4*>(i.spec);
       if (spec == nullptr) return "IPV4";
-      return "IPV4(dst=" + ipv4_text(spec->hdr.dst_addr) + ",proto=" + std::to_string(spec->hdr.next_proto_id) + ")";
+      return "IPV4(dst=" + format_ipv4(rte_be_to_cpu_32(spec->hdr.dst_addr)) +
+             ",proto=" + std::to_string(spec->hdr.next_proto_id) + ")";
     }
     case RTE_FLOW_ITEM_TYPE_UDP: {
       const auto* spec = static_cast<const rte_flow_item_udp*>(i.spec);

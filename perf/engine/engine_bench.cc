@@ -12,7 +12,7 @@
 // Counters (per packet received; the n results of a slot are amortised over its n contributions):
 //   ns_per_pkt, cycles_per_pkt (TSC cycles), Mpps, Gbps (gradient payload bits absorbed per second).
 // Benchmarks:
-//   engine/<dtype>/payload:<B>/icrc:<on|off>/n:<ranks>   the grid of issue 5
+//   engine/<dtype>/payload:<B>/icrc:<on|off>/n:<ranks>   every dtype x payload x ICRC x rank count
 //   floor/<dtype>/payload:<B>/icrc:<on|off>/n:8           the baseline: the same ICRC verify, summation
 //                                                          and result copy per packet and one result
 //                                                          CRC per n packets, with no parsing, checks

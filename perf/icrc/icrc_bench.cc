@@ -1,7 +1,7 @@
 // ISA-L CRC-32 (through sumcast::icrc::crc32) against a plain byte-wise table CRC-32 written here,
 // at 64 B, 256 B, 1 KiB and 4 KiB, and the full ICRC verify of a Sumcast frame with a 64 B and a
 // 1 KiB payload (ISA-L vs the same masking with the table CRC). After the usual table, prints the
-// ISA-L / table throughput ratio for each pair (target >= 10x, DESIGN.md §7). With
+// ISA-L / table throughput ratio for each pair (target >= 10x; README.md, Performance). With
 // --benchmark_repetitions=N the ratios use the medians.
 #include <benchmark/benchmark.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // Summation kernels vs memcpy. Every row reports bytes of *source* (wire elements) consumed per
 // second, so accumulate/<isa>/<dtype>/<size> and memcpy/<size> compare directly (ratios.py prints
-// the ratios and checks the targets of DESIGN.md §7). Chunk sizes are source bytes: 16 KiB stays
+// the ratios and checks the targets listed there). Chunk sizes are source bytes: 16 KiB stays
 // in L1 with its accumulator, 256 KiB in L2, 64 MiB goes to DRAM. Sources sit 30 bytes past a
 // 64-byte boundary, where a payload lands in an mbuf (headroom 128 + wire::kPayloadOffset 94);
 // accumulators and memcpy destinations are 64-byte aligned, as the engine allocates them.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints sumcast_bench_kernels results as GB/s of source consumed and the ratio to memcpy of the
-same bytes in the same run, then checks the acceptance targets (DESIGN.md section 7):
+same bytes in the same run, then checks the targets (summation must keep up with copying the bytes):
 AVX-512 fp32 sum >= 0.8x memcpy and fp16/bf16 sum >= 0.5x memcpy on L2-resident (256 KiB) chunks.
 
 Usage: ratios.py results.json   (from --benchmark_out=results.json; with --benchmark_repetitions

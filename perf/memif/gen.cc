@@ -38,7 +38,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -51,6 +50,7 @@
 #include "sumcast/engine/testing.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/shim/control_client.h"
+#include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
 #include "sumcast/wire/packet.h"
 
@@ -157,9 +157,9 @@ struct Plan {
 };
 
 Plan register_job(const Options& o, const uint8_t my_mac[6]) {
-  std::ifstream tf(o.token_file);
-  std::string token;
-  if (!tf || !std::getline(tf, token)) die("cannot read token file '" + o.token_file + "'");
+  sumcast::Result<std::string> read = sumcast::read_token_file(o.token_file);
+  if (!read.ok()) die("--token-file " + read.status().message());
+  const std::string token = std::move(read.value());
   Plan plan;
   plan.clients.resize(o.ranks);
   std::vector<sumcast::shim::JobGrant> grants(o.ranks);

@@ -74,11 +74,15 @@ class TempDir {
 
   const std::filesystem::path& path() const { return path_; }
 
-  // Writes `content` to <dir>/<name> and returns its path.
+  // Writes `content` to <dir>/<name>, readable by its owner only (as a token file must be), and
+  // returns its path.
   std::string write(const std::string& name, const std::string& content) const {
     const std::filesystem::path file = path_ / name;
-    std::ofstream out(file, std::ios::binary);
-    out << content;
+    {
+      std::ofstream out(file, std::ios::binary);
+      out << content;
+    }
+    std::filesystem::permissions(file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     return file.string();
   }
 

@@ -274,22 +274,49 @@ TEST(ControlClient, PollIsOkWhileIdle) {
   c.reset();
 }
 
-TEST(ControlClient, PollReportsAbortBeforeEof) {
-  ScriptedAppliance a(grant_then([](RawSocket& s) {
-    ASSERT_TRUE(s.send_msg(wire::AbortMsg{77, wire::AbortReason::kTimeout, "no progress for 10000 ms"}));
-    // The scripted appliance closes right after: the client must still report the abort.
-  }));
+// A registered client whose appliance then sent `abort` and closed the connection, returned once
+// the abort is readable; nullptr (after a failure) otherwise.
+std::unique_ptr<ControlClient> client_after_abort(const wire::AbortMsg& abort) {
+  ScriptedAppliance a(grant_then([abort](RawSocket& s) { ASSERT_TRUE(s.send_msg(abort)); }));
   auto c = connect_to(a);
-  ASSERT_NE(c, nullptr);
-  ASSERT_TRUE(c->register_rank(sample_request(), 5000).ok());
+  if (c == nullptr) return nullptr;
+  const auto grant = c->register_rank(sample_request(), 5000);
+  if (!grant.ok()) {
+    ADD_FAILURE() << grant.status().to_string();
+    return nullptr;
+  }
   a.join();  // ABORT sent and the connection closed
   pollfd p{c->fd(), POLLIN, 0};
-  ASSERT_EQ(::poll(&p, 1, 5000), 1);
+  if (::poll(&p, 1, 5000) != 1) {
+    ADD_FAILURE() << "the abort did not arrive within 5 s";
+    return nullptr;
+  }
+  return c;
+}
+
+TEST(ControlClient, PollReportsAbortBeforeEof) {
+  // The scripted appliance closes right after the ABORT: the client must still report the abort.
+  auto c = client_after_abort(wire::AbortMsg{77, wire::AbortReason::kTimeout, "no progress for 10000 ms"});
+  ASSERT_NE(c, nullptr);
   Status s = c->poll();
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();
   EXPECT_NE(s.message().find("no progress for 10000 ms"), std::string::npos) << s.to_string();
   EXPECT_NE(s.message().find("timeout"), std::string::npos);
+  // The reason is a code too, so callers need not search the text for it; it survives context.
+  EXPECT_TRUE(shim::aborted_for(s, wire::AbortReason::kTimeout)) << s.detail();
+  EXPECT_FALSE(shim::aborted_for(s, wire::AbortReason::kMemberLeft));
+  EXPECT_TRUE(shim::aborted_for(s.with_context("appliance 1: "), wire::AbortReason::kTimeout));
   EXPECT_EQ(c->poll().code(), StatusCode::kAborted);  // sticky
+  EXPECT_TRUE(shim::aborted_for(c->poll(), wire::AbortReason::kTimeout));
+}
+
+TEST(ControlClient, MemberLeftAbortIsTellableByItsCode) {
+  auto c = client_after_abort(wire::AbortMsg{77, wire::AbortReason::kMemberLeft, "rank 3 left (timeout)"});
+  ASSERT_NE(c, nullptr);
+  const Status s = c->poll();
+  EXPECT_TRUE(shim::aborted_for(s, wire::AbortReason::kMemberLeft)) << s.to_string();
+  EXPECT_FALSE(shim::aborted_for(s, wire::AbortReason::kTimeout)) << s.to_string();  // the text says timeout
+  EXPECT_FALSE(shim::aborted_for(Status::io_error("x (member_left)"), wire::AbortReason::kMemberLeft));
 }
 
 TEST(ControlClient, PollReportsEofAsIoError) {

@@ -35,6 +35,7 @@ config=$work/bad.conf
 run 65 "invalid configuration: .*port.mtu"
 
 printf 'a-token-of-more-than-16-bytes\n' >"$work/token"
+chmod 600 "$work/token"
 write_conf() {  # file huge_pages vdev [memory_mb]
   cat >"$1" <<CONF
 eal = { lcores = "0,1"; memory_mb = ${4:-128}; huge_pages = "$2"; vdevs = [ "$3" ]; };

@@ -112,7 +112,7 @@ float widen(Dtype d, const uint8_t* p) {
     }
   }
 }
-// fp32 -> the dtype's bits (RNE), as the engine's Finish().
+// fp32 -> the dtype's bits (RNE), as the kernels' finish does for the engine.
 void narrow(Dtype d, float f, uint8_t* out) {
   if (d == Dtype::kFp16 || d == Dtype::kBf16) {
     const uint16_t v = d == Dtype::kFp16 ? kernels::float_to_half(f) : kernels::float_to_bf16(f);

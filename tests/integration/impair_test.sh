@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# All-reduce through the real appliance with the workers' links impaired (this kernel has no netem;
-# DESIGN.md §6). 4 ranks, fp32 and bf16 jobs, every result checked (--check). MODE:
+# All-reduce through the real appliance with the workers' links impaired (nftables and
+# sumcast-impair: the test machines' kernels have no netem). 4 ranks, fp32 and bf16 jobs, every result checked (--check). MODE:
 #   loss1, loss5  tb_loss 1 / 5: nftables drops that share of every frame the switch forwards, both
 #                 directions. Counters (priority -100 and +100 around it, UDP 4791 only) tell how
 #                 many contributions (up) and results (down) it dropped.

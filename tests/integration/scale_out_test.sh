@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale-out on the namespace test bed (issue 12, docs/scale-out.md): n = 4 worker hosts, each also
+# Scale-out on the namespace test bed (docs/scale-out.md): n = 4 worker hosts, each also
 # running a host aggregator (sumcast-serve, the embedded summation service, bound to its own
 # address), and K appliances: K = 0 is pure host-side summation; appliance 0 is the real sumcastd
 # (net_af_packet, appliance namespace), appliances 1..K-1 are sumcast-serve on aggregation nodes of

@@ -35,6 +35,7 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"; echo >>"$work/token"
+chmod 600 "$work/token"
 # A loopback address of our own (127.x.y.z), so parallel runs do not share port 4791.
 ip_addr="127.$((1 + $$ % 200)).$(( ($$ / 200) % 250 + 1)).$((RANDOM % 200 + 20))"
 port=$((20000 + RANDOM % 20000))

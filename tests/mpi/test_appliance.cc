@@ -9,27 +9,25 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "sumcast/embedded/service.h"
+#include "sumcast/token_file.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s IP CONTROL_PORT TOKEN_FILE\n", argv[0]);
     return 2;
   }
-  std::ifstream f(argv[3]);
-  std::string token;
-  std::getline(f, token);
-  if (token.empty()) {
-    std::fprintf(stderr, "no token in %s\n", argv[3]);
+  const sumcast::Result<std::string> token = sumcast::read_token_file(argv[3]);
+  if (!token.ok()) {
+    std::fprintf(stderr, "%s\n", token.status().message().c_str());
     return 2;
   }
   sumcast::embedded::ServiceOptions o;
   o.bind_ip = argv[1];
   o.control_port = static_cast<uint16_t>(std::atoi(argv[2]));
-  o.token = token;
+  o.token = *token;
   o.max_jobs = 128;
   o.max_ranks = 64;
   o.job_timeout_ms = 20000;

@@ -29,7 +29,8 @@ embedded::Service* service() {
     embedded::ServiceOptions o;
     // Its own loopback address per process (ctest runs tests side by side): port 4791 is not shared.
     const unsigned pid = static_cast<unsigned>(getpid());
-    o.bind_ip = "127.9." + std::to_string((pid >> 8) & 0xff) + "." + std::to_string((pid & 0xff) | 1);
+    // (Adjacent pids, which ctest -j gives side-by-side tests, get adjacent addresses: 1..254.)
+    o.bind_ip = "127.9." + std::to_string((pid / 254) & 0xff) + "." + std::to_string(pid % 254 + 1);
     o.token = "collnet-test";
     auto started = embedded::Service::start(o);
     EXPECT_TRUE(started.ok()) << started.status().to_string();

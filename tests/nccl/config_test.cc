@@ -115,12 +115,12 @@ TEST(PluginConfig, MissingExplicitFileIsAnError) {
 }
 
 TEST(PluginConfig, TokenFileGivesTheFirstLine) {
-  const std::string file = write_file("s3cret\nignored\n");
+  const std::string file = write_file("s3cret-of-16-bytes\r\nignored\n");
   Env env{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"SUMCAST_TOKEN", "x"}, {"SUMCAST_TOKEN_FILE", file}}};
   auto c = load_config(env.getter());
   std::remove(file.c_str());
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->token, "s3cret");
+  EXPECT_EQ(c->token, "s3cret-of-16-bytes");
 }
 
 }  // namespace

@@ -86,6 +86,7 @@ trap cleanup EXIT
 if [ -z "${SUMCAST_APPLIANCES:-}" ]; then
   [ -z "${MPI_HOSTS:-}" ] || { echo "MPI_HOSTS needs SUMCAST_APPLIANCES (a sumcastd all hosts reach)"; exit 1; }
   head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+  chmod 600 "$work/token"
   "$build/tests/nccl/nccl_test_appliance" --bind 127.0.0.1 --token-file "$work/token" >"$work/appliance.log" 2>&1 &
   app_pid=$!
   for _ in $(seq 200); do grep -q '^ready ' "$work/appliance.log" && break; read -rt 0.05 <> <(:) || true; done
@@ -95,6 +96,7 @@ if [ -z "${SUMCAST_APPLIANCES:-}" ]; then
 fi
 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/wrong-token"
+chmod 600 "$work/wrong-token"
 
 # Each rank: on one host, the NCCL_HOSTID of its simulated node (GPUS_PER_NODE ranks each).
 cat >"$work/rank.sh" <<EOF

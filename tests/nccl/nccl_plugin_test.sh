@@ -36,6 +36,7 @@ cleanup() {
 }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"; echo >>"$work/token"
+chmod 600 "$work/token"
 
 run_in() {  # rank command...
   local r=$1; shift
@@ -103,6 +104,7 @@ if [ "$kind" = local ]; then
   full_pid=$!
   wait_ready "$work/full-appliance.log" "$full_pid"
   head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/wrong-token"; echo >>"$work/wrong-token"
+  chmod 600 "$work/wrong-token"
   good=$SUMCAST_APPLIANCES
   for expect in down token full; do
     case $expect in

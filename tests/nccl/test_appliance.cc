@@ -8,10 +8,10 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "sumcast/embedded/service.h"
+#include "sumcast/token_file.h"
 
 int main(int argc, char** argv) {
   std::string bind = "127.0.0.1";
@@ -26,8 +26,12 @@ int main(int argc, char** argv) {
   sumcast::embedded::ServiceOptions o;
   o.bind_ip = bind;
   if (!token_file.empty()) {
-    std::ifstream f(token_file);
-    std::getline(f, o.token);
+    const sumcast::Result<std::string> token = sumcast::read_token_file(token_file);
+    if (!token.ok()) {
+      std::fprintf(stderr, "nccl_test_appliance: --token-file %s\n", token.status().message().c_str());
+      return 2;
+    }
+    o.token = *token;
   }
   o.max_jobs = static_cast<uint32_t>(max_jobs);
   sigset_t set;

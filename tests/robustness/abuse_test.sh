@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Control-plane abuse (issue 6, part 4) against the real sumcastd while a legitimate 4-rank job
+# Control-plane abuse against the real sumcastd while a legitimate 4-rank job
 # runs (fp32, --check): abuse.py, from the attacker's side of the management network (a worker
 # namespace), sends a wrong token, REGISTER before HELLO, a bad magic, an oversized and a truncated
 # message, a slow-loris HELLO, world size 1, the live job's name, one rank twice, a world size

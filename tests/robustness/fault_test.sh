@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Faults (issue 6, part 5) on the real appliance with 4 worker processes (fp32, 1 Mi elements per
+# Faults on the real appliance with 4 worker processes (fp32, 1 Mi elements per
 # call, --check). MODE:
 #   link_flap   rank 1's veth goes down for FAULT_MS (2000) ms once the job is under way, then up.
 #   loss_burst  the switch drops 100% of the frames it forwards (nftables) for FAULT_MS ms, then the

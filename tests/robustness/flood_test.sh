@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Flood (issue 6, part 3): a legitimate 4-rank fp32 job (--check) on the real appliance while an
+# Flood: a legitimate 4-rank fp32 job (--check) on the real appliance while an
 # extra namespace on the test bed's switch floods the appliance's data port (flood.py: a raw
 # AF_PACKET socket, bounded by FLOOD_COUNT frames and FLOOD_SECS seconds, stopped when the job
 # ends) with five classes: non-IPv4 garbage, garbage after a RoCE UDP header, well-formed

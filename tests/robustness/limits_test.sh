@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resource limits (issue 6, part 6) on the real sumcastd: agg.conf sets dataplane.max_jobs = 2 and
+# Resource limits on the real sumcastd: agg.conf sets dataplane.max_jobs = 2 and
 # dataplane.max_ranks = 4. Two 2-rank jobs run (fp32, --check); then
 #   - a third job registers: refused at registration with too_many_jobs (both ranks exit 1 with
 #     that reason, quickly: never discovered at packet time);

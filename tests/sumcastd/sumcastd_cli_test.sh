@@ -22,6 +22,7 @@ expect() {
 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 echo >>"$work/token"
+chmod 600 "$work/token"
 cat >"$work/good.conf" <<EOF
 eal = { lcores = "0,1"; file_prefix = "sc-cli-$$"; vdevs = [ "net_null0" ]; };
 port = { device = "net_null0"; ipv4 = "10.9.0.1"; };

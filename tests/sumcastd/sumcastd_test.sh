@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sumcastd end to end on the namespace test bed (DESIGN.md §6, tools/testbed/testbed.sh):
+# sumcastd end to end on the namespace test bed (tools/testbed/testbed.sh):
 # an appliance namespace whose data veth (no IP) sumcastd drives through net_af_packet or
 # net_af_xdp, a management veth for the control plane, and 4 worker namespaces on one bridge.
 # Checks: sumcastd comes up ("ready") with --no-huge; it answers ARP; 4 workers' contributions

@@ -25,12 +25,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "sumcast/icrc/icrc.h"
+#include "sumcast/ipv4.h"
+#include "sumcast/shim/address.h"
 #include "sumcast/shim/control_client.h"
+#include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
 #include "sumcast/wire/packet.h"
 
@@ -107,17 +109,6 @@ bool parse_args(int argc, char** argv, Args* a) {
          !a->iface.empty() && a->elements > 0 && a->collectives > 0;
 }
 
-bool interface_mac(const std::string& iface, uint8_t mac[6]) {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd < 0) return false;
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, iface.c_str(), IFNAMSIZ - 1);
-  const bool ok = ioctl(fd, SIOCGIFHWADDR, &ifr) == 0;
-  close(fd);
-  if (ok) std::memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
-  return ok;
-}
-
 // The value rank r contributes for element i of collective c, and the sum over `world` ranks.
 int64_t element(uint32_t r, uint64_t i, uint32_t c) { return int64_t{r + 1} * static_cast<int64_t>((i + c) % 13 + 1); }
 int64_t expected_sum(uint32_t world, uint64_t i, uint32_t c) {
@@ -169,14 +160,12 @@ int main(int argc, char** argv) {
   } catch (...) {
     return usage("malformed number");
   }
-  std::ifstream tf(a.token_file);
-  std::string token;
-  std::getline(tf, token);
-  if (token.empty()) return usage("empty token file");
-  uint32_t own_ip = 0;
-  in_addr ia{};
-  if (inet_pton(AF_INET, a.ip.c_str(), &ia) != 1) return usage("bad --ip");
-  own_ip = ntohl(ia.s_addr);
+  const sumcast::Result<std::string> read = sumcast::read_token_file(a.token_file);
+  if (!read.ok()) return usage(("--token-file " + read.status().message()).c_str());
+  const std::string token = *read;
+  const std::optional<uint32_t> parsed_ip = sumcast::parse_ipv4(a.ip);
+  if (!parsed_ip) return usage("bad --ip");
+  const uint32_t own_ip = *parsed_ip;
   const uint32_t qpn = a.qpn != 0 ? a.qpn : 0x1000u + a.rank;
 
   sumcast::shim::RegisterRequest req;
@@ -189,7 +178,7 @@ int main(int argc, char** argv) {
   req.endpoint.ip = own_ip;
   req.endpoint.udp_port = a.udp_port;
   req.endpoint.qpn = qpn;
-  if (!interface_mac(a.iface, req.endpoint.mac)) return usage("cannot read the MAC of --iface");
+  if (!sumcast::shim::interface_mac(a.iface, req.endpoint.mac)) return usage("cannot read the MAC of --iface");
 
   // Data socket first, so no result can arrive before it exists.
   const int fd = socket(AF_INET, SOCK_DGRAM, 0);

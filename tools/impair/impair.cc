@@ -1,6 +1,6 @@
 // sumcast-impair: an NFQUEUE consumer that drops, delays and reorders packets, deterministically
-// from a seed. Test kernels may lack netem; nftables covers loss and duplication,
-// this tool covers delay and reordering (and loss when one wants it seeded and counted).
+// from a seed. The test machines' kernels have no netem, so nftables covers loss and duplication,
+// and this tool covers delay and reordering (and loss when one wants it seeded and counted).
 //
 // Usage (inside the namespace whose traffic is impaired):
 //   iptables -A OUTPUT -p udp --dport 4791 -j NFQUEUE --queue-num 7 --queue-bypass

@@ -43,8 +43,11 @@
 #include <vector>
 
 #include "sumcast/cli.h"
+#include "sumcast/ipv4.h"
 #include "sumcast/pktgen/stream.h"
+#include "sumcast/shim/address.h"
 #include "sumcast/shim/control_client.h"
+#include "sumcast/token_file.h"
 #include "sumcast/wire/packet.h"
 
 namespace {
@@ -104,34 +107,9 @@ bool parse_mac(const std::string& text, uint8_t mac[6]) {
   return true;
 }
 
-bool parse_ip(const std::string& text, uint32_t* ip) {
-  in_addr a{};
-  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return false;
-  *ip = ntohl(a.s_addr);
-  return true;
-}
-
-bool interface_mac(const std::string& iface, uint8_t mac[6]) {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd < 0) return false;
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, iface.c_str(), IFNAMSIZ - 1);
-  const bool ok = ioctl(fd, SIOCGIFHWADDR, &ifr) == 0;
-  close(fd);
-  if (ok) std::memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
-  return ok;
-}
-
 std::string mac_text(const uint8_t m[6]) {
   char b[18];
   std::snprintf(b, sizeof(b), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-  return b;
-}
-
-std::string ip_text(uint32_t ip) {
-  char b[INET_ADDRSTRLEN] = {};
-  const uint32_t n = htonl(ip);
-  inet_ntop(AF_INET, &n, b, sizeof(b));
   return b;
 }
 
@@ -224,11 +202,9 @@ Result<Registration> register_job(const Args& a, const std::vector<sumcast::engi
     port = static_cast<uint16_t>(std::strtoul(host.c_str() + colon + 1, nullptr, 10));
     host.resize(colon);
   }
-  std::ifstream tf(a.token_file);
-  std::string token;
-  std::getline(tf, token);
-  while (!token.empty() && (token.back() == '\r' || token.back() == '\n')) token.pop_back();
-  if (token.empty()) return Status::invalid_argument("--token-file " + a.token_file + ": no token in its first line");
+  Result<std::string> read = sumcast::read_token_file(a.token_file);
+  if (!read.ok()) return Status(read.status().code(), "--token-file " + read.status().message());
+  const std::string token = std::move(read.value());
 
   const size_t n = ranks.size();
   std::vector<std::unique_ptr<sumcast::shim::ControlClient>> clients(n);
@@ -348,11 +324,12 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   uint8_t src_mac[6];
-  if (!a.iface.empty() ? !interface_mac(a.iface, src_mac) : !parse_mac(a.src_mac, src_mac)) {
+  if (!a.iface.empty() ? !sumcast::shim::interface_mac(a.iface, src_mac) : !parse_mac(a.src_mac, src_mac)) {
     return usage(!a.iface.empty() ? "cannot read the MAC of --iface " + a.iface : "--src-mac: bad MAC " + a.src_mac);
   }
-  uint32_t src_ip = 0;
-  if (!parse_ip(a.src_ip, &src_ip)) return usage("--src-ip: bad IPv4 address " + a.src_ip);
+  const std::optional<uint32_t> parsed_src_ip = sumcast::parse_ipv4(a.src_ip);
+  if (!parsed_src_ip) return usage("--src-ip: bad IPv4 address " + a.src_ip);
+  const uint32_t src_ip = *parsed_src_ip;
   std::vector<sumcast::engine::Member> ranks(a.ranks);
   for (uint32_t r = 0; r < a.ranks; ++r) {
     std::memcpy(ranks[r].mac, src_mac, 6);
@@ -392,7 +369,9 @@ int main(int argc, char** argv) {
     spec.slots = static_cast<uint16_t>(a.slots);
     spec.payload_bytes = static_cast<uint16_t>(a.payload);
     if (!parse_mac(a.appliance_mac, spec.appliance_mac)) return usage("--appliance-mac: bad MAC");
-    if (!parse_ip(a.appliance_ip, &spec.appliance_ip)) return usage("--appliance-ip: bad IPv4 address");
+    const std::optional<uint32_t> appliance_ip = sumcast::parse_ipv4(a.appliance_ip);
+    if (!appliance_ip) return usage("--appliance-ip: bad IPv4 address");
+    spec.appliance_ip = *appliance_ip;
     spec.core_qpns = a.core_qpns;
   } else {
     Result<Registration> r = register_job(a, ranks);
@@ -432,7 +411,7 @@ int main(int argc, char** argv) {
               " payload %u frames %" PRIu64 " results %" PRIu64 " appliance %s %s qpns %s files%s\n",
               spec.job_id, spec.qkey, sumcast::wire::dtype_name(spec.dtype), spec.ranks.size(), spec.slots, spec.rounds,
               spec.payload_bytes, frames.value(), frames.value(), mac_text(spec.appliance_mac).c_str(),
-              ip_text(spec.appliance_ip).c_str(), qpns.c_str(), files.c_str());
+              sumcast::format_ipv4(spec.appliance_ip).c_str(), qpns.c_str(), files.c_str());
   std::fflush(stdout);
   if (!a.info.empty()) {
     std::ofstream info(a.info);

@@ -47,6 +47,7 @@
 #include "sumcast/shim/communicator.h"
 #include "sumcast/shim/local_group.h"
 #include "sumcast/shim/placement.h"
+#include "sumcast/token_file.h"
 
 namespace {
 
@@ -942,17 +943,6 @@ void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool 
   }
 }
 
-std::string read_token(const std::string& path, std::string* error) {
-  std::ifstream f(path);
-  if (!f) {
-    *error = "cannot read token file " + path;
-    return "";
-  }
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -961,12 +951,12 @@ int main(int argc, char** argv) {
 
   std::string token;
   if (!o.token_file.empty()) {
-    std::string err;
-    token = read_token(o.token_file, &err);
-    if (!err.empty()) {
-      std::fprintf(stderr, "sumcast-allreduce: %s\n", err.c_str());
+    sumcast::Result<std::string> read = sumcast::read_token_file(o.token_file);
+    if (!read.ok()) {
+      std::fprintf(stderr, "sumcast-allreduce: --token-file %s\n", read.status().message().c_str());
       return 2;
     }
+    token = std::move(read.value());
   } else if (!o.serve.empty()) {
     std::random_device rd;  // a service of our own: any secret will do
     for (int i = 0; i < 32; ++i) token += "0123456789abcdef"[rd() % 16];

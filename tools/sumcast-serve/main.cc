@@ -8,11 +8,11 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "sumcast/cli.h"
 #include "sumcast/embedded/service.h"
+#include "sumcast/token_file.h"
 
 int main(int argc, char** argv) {
   sumcast::embedded::ServiceOptions so;
@@ -34,11 +34,12 @@ int main(int argc, char** argv) {
   app.add_option("--job-timeout-ms", so.job_timeout_ms, "no progress this long fails a job")
       ->check(CLI::Range(1, 100000000));
   if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
-  std::ifstream tf(token_file);
-  if (!tf || !std::getline(tf, so.token) || so.token.empty()) {
-    std::fprintf(stderr, "sumcast-serve: cannot read a token from %s\n", token_file.c_str());
+  sumcast::Result<std::string> token = sumcast::read_token_file(token_file);
+  if (!token.ok()) {
+    std::fprintf(stderr, "sumcast-serve: --token-file %s\n", token.status().message().c_str());
     return 2;
   }
+  so.token = std::move(token.value());
 
   // Block the signals before the service's threads start, so that only sigwait() sees them.
   sigset_t set;

@@ -28,6 +28,7 @@
 
 #include "sumcast/cli.h"
 #include "sumcast/config/agg_config.h"
+#include "sumcast/core_counters.h"
 #include "sumcast/ctl/json.h"
 #include "sumcast/ctl/telemetry_client.h"
 #include "sumcast/ctl/watch.h"
@@ -67,14 +68,6 @@ int fail(const sumcast::Status& st) {
   std::fprintf(stderr, "sumcastctl: %s\n", st.message().c_str());
   return kExitFail;
 }
-
-// Rows shown for every core, in this order (the rest only when non-zero).
-constexpr const char* kMainRows[] = {"rx_packets",      "tx_packets",  "contributions",        "payload_bytes",
-                                     "slots_completed", "duplicates",  "retransmits_answered", "results_sent",
-                                     "aborts_sent",     "arp_replies", "arp_learned",          "jobs_active"};
-constexpr const char* kPortRows[] = {"rx_bursts",    "dispatched_out", "dispatched_in",    "dispatch_full",
-                                     "control_msgs", "idle_sleeps",    "arp_requests",     "tx_deferred",
-                                     "tx_refused",   "tx_unsubmitted", "tx_unknown_buffer"};
 
 void print_row(const std::string& name, const std::vector<const Json*>& cols, const Json& total,
                const std::string& key) {
@@ -174,9 +167,12 @@ int cmd_stats(const Options& o) {
   std::printf("%-26s", "counter");
   for (uint64_t i = 0; i < cores; ++i) std::printf(" %14s", ("core" + std::to_string(i)).c_str());
   std::printf(" %14s\n", "total");
-  for (const char* row : kMainRows) print_row(row, cols, *total, row);
-  for (const char* row : kPortRows) {
-    if (uint_at(*total, row) != 0) print_row(row, cols, *total, row);
+  // The per-core counters in their order (sumcast/core_counters.h says which are shown when).
+  for (const sumcast::CoreCounterInfo& row : sumcast::kCoreCounterInfo) {
+    if (row.shown == sumcast::CounterShown::kAlways ||
+        (row.shown == sumcast::CounterShown::kNonZero && uint_at(*total, row.name) != 0)) {
+      print_row(row.name, cols, *total, row.name);
+    }
   }
   bool any_drop = false;
   for (const auto& [key, value] : total->items()) {

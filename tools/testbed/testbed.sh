@@ -1,4 +1,5 @@
-# Sumcast's namespace test bed (DESIGN.md §6), as a bash library. Source it, then:
+# Sumcast's namespace test bed, as a bash library: the appliance, the workers and their switch as
+# network namespaces on one machine, so end-to-end tests need no second host and no NIC. Source it, then:
 #   tb_up N [RATE]    appliance namespace + N worker namespaces on one L2 "switch" (a bridge in
 #                     its own namespace); RATE (e.g. 200mbit) shapes every worker link with tbf in
 #                     both directions and the appliance's data link to N x RATE.
@@ -279,8 +280,8 @@ control = {
 CONF
 }
 
-# tb_token FILE: writes a fresh random token.
-tb_token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1"; echo >>"$1"; }
+# tb_token FILE: writes a fresh random token, readable by its owner only (the readers refuse others).
+tb_token() { (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1" && echo >>"$1"); }
 
 # tb_wait_line FILE PATTERN SECONDS PID: waits until FILE has a line matching PATTERN; fails if the
 # process PID exits first or the deadline passes (polls the file; no fixed sleeps).

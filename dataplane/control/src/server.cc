@@ -2,7 +2,7 @@
 // sumcast/wire/control.h (docs/protocol.md §8).
 //
 // Everything below Impl::run() runs on the server thread only, except what is guarded by
-// Impl::mu_ (the counters and the published job snapshot that jobs()/counters() read).
+// Impl::mu (the counters and the published job snapshot that jobs()/counters() read).
 //
 // Connections that fail (EOF, error, malformed message, timeout) are only *marked* dead where it
 // happens; reap() later applies what their loss means for their job and closes them, so no
@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "sumcast/ipv4.h"
 #include "sumcast/wire/control.h"
 #include "token.h"
 
@@ -51,11 +52,6 @@ constexpr int kReadsPerWake = 16;
 
 uint64_t ms_between(Clock::time_point from, Clock::time_point to) {
   return to <= from ? 0 : static_cast<uint64_t>(std::chrono::duration_cast<milliseconds>(to - from).count());
-}
-
-std::string ipv4_text(uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." + std::to_string((ip >> 8) & 0xFF) +
-         "." + std::to_string(ip & 0xFF);
 }
 
 // A Q_Key for a new job: random, non-zero, bit 31 clear (Q_Keys with bit 31 set are "controlled"
@@ -248,8 +244,8 @@ Status Server::Impl::validate_options() const {
 }
 
 Status Server::Impl::open_listener() {
-  in_addr addr{};
-  if (::inet_pton(AF_INET, opt.listen_address.c_str(), &addr) != 1) {
+  const std::optional<uint32_t> listen_ip = parse_ipv4(opt.listen_address);
+  if (!listen_ip) {
     return Status::invalid_argument("control: listen_address '" + opt.listen_address + "' is not an IPv4 address");
   }
   const std::string where = opt.listen_address + ":" + std::to_string(opt.port);
@@ -263,7 +259,7 @@ Status Server::Impl::open_listener() {
   }
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_addr = addr;
+  sa.sin_addr.s_addr = htonl(*listen_ip);
   sa.sin_port = htons(opt.port);
   if (::bind(listen_fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
     const int err = errno;
@@ -443,7 +439,7 @@ void Server::Impl::accept_all(Clock::time_point now) {
     Conn c;
     c.id = next_conn_id++;
     c.fd = fd;
-    c.peer = ipv4_text(ntohl(sa.sin_addr.s_addr)) + ":" + std::to_string(ntohs(sa.sin_port));
+    c.peer = format_ipv4(ntohl(sa.sin_addr.s_addr)) + ":" + std::to_string(ntohs(sa.sin_port));
     c.accepted = now;
     conns.emplace(c.id, std::move(c));
   }

@@ -13,10 +13,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
-#include <fstream>
 #include <thread>
 #include <utility>
 
+#include "sumcast/ipv4.h"
+#include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
 
 namespace sumcast::dpdk {
@@ -45,16 +46,6 @@ rte_ring* make_ring(const std::string& name, uint32_t size, int socket, unsigned
 
 }  // namespace
 
-Result<std::string> read_token(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::from_errno("control.token_file: cannot read " + path);
-  std::string line;
-  std::getline(in, line);
-  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
-  if (line.empty()) return Status::invalid_argument("control.token_file: " + path + ": first line is empty");
-  return line;
-}
-
 Result<std::unique_ptr<Appliance>> Appliance::start(config::AggConfig config, ApplianceOptions options) {
   std::unique_ptr<Appliance> a(new Appliance());
   a->config_ = std::move(config);
@@ -76,8 +67,8 @@ void Appliance::log(const std::string& line) const {
 Status Appliance::start_impl() {
   const config::AggConfig& cfg = config_;
   log("config " + cfg.path);
-  Result<std::string> token = read_token(cfg.control.token_file);
-  if (!token.ok()) return token.status();
+  Result<std::string> token = read_token_file(cfg.control.token_file);
+  if (!token.ok()) return Status(token.status().code(), "control.token_file: " + token.status().message());
 
   // EAL.
   Result<EalPlan> plan = plan_eal(cfg, probe_hugepages(), options_.eal_overrides, options_.program);
@@ -118,8 +109,13 @@ Status Appliance::start_impl() {
     std::copy(pi.mac, pi.mac + 6, ro.local_mac);
     ro.local_ip = pi.ipv4;
     uint32_t gateway = 0;
-    if (!cfg.port.gateway.empty() && !parse_ipv4(cfg.port.gateway, &gateway)) {
-      return Status::invalid_argument(cfg.path + ": port.gateway: \"" + cfg.port.gateway + "\" is not an IPv4 address");
+    if (!cfg.port.gateway.empty()) {
+      const std::optional<uint32_t> ip = parse_ipv4(cfg.port.gateway);
+      if (!ip) {
+        return Status::invalid_argument(cfg.path + ": port.gateway: \"" + cfg.port.gateway +
+                                        "\" is not an IPv4 address");
+      }
+      gateway = *ip;
     }
     std::vector<neighbour::Route> routes;
     for (const config::RouteConfig& r : cfg.port.routes) routes.push_back({r.prefix, r.len, r.via});
@@ -266,9 +262,13 @@ Status Appliance::start_impl() {
   for (uint32_t i = 0; i < n; ++i) so.core_qpns.push_back(kCoreQpnBase + i);
   so.next_hops = neighbours_.get();
   so.multicast = cfg.dataplane.multicast;
-  if (so.multicast && !parse_ipv4(cfg.dataplane.multicast_group, &so.multicast_base_ip)) {
-    return Status::invalid_argument(cfg.path + ": dataplane.multicast_group: \"" + cfg.dataplane.multicast_group +
-                                    "\" is not an IPv4 address");
+  if (so.multicast) {
+    const std::optional<uint32_t> group = parse_ipv4(cfg.dataplane.multicast_group);
+    if (!group) {
+      return Status::invalid_argument(cfg.path + ": dataplane.multicast_group: \"" + cfg.dataplane.multicast_group +
+                                      "\" is not an IPv4 address");
+    }
+    so.multicast_base_ip = *group;
   }
   server_ = std::make_unique<control::Server>(std::move(so), sink_.get());
   st = server_->start();

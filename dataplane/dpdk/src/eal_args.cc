@@ -119,7 +119,7 @@ Result<EalPlan> plan_eal(const config::AggConfig& config, const HugePageState& h
     args.push_back(std::to_string(eal.memory_mb));
   }
 
-  // Hugepages (DESIGN.md §6).
+  // Hugepages when enough are free; otherwise --no-huge, so the appliance still starts (slower).
   const uint64_t pages_needed = (memory_mb + 1) / 2;
   const bool mounted = !huge.mounts.empty();
   const bool enough = mounted && huge.free_2mb_pages >= pages_needed;

@@ -10,15 +10,11 @@
 
 #include <algorithm>
 
+#include "sumcast/counter.h"
 #include "tsan_ring.h"
 
 namespace sumcast::dpdk {
 namespace {
-
-// Single-writer counter update: no atomic read-modify-write needed.
-inline void bump(std::atomic<uint64_t>& c, uint64_t n) {
-  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
 
 // Per-lcore scratch space for one burst (on the lcore's stack).
 struct Scratch {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "sumcast/dpdk/port.h"
+#include "sumcast/ipv4.h"
 #include "tsan_ring.h"
 
 namespace sumcast::dpdk {

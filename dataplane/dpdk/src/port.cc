@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "sumcast/dpdk/lcore.h"
+#include "sumcast/ipv4.h"
 #include "sumcast/nic_offload/flow_rules.h"
 #include "sumcast/wire/format.h"
 
@@ -86,20 +87,6 @@ std::string format_mac(const uint8_t mac[6]) {
   return buf;
 }
 
-std::string format_ipv4(uint32_t ip) {
-  char buf[INET_ADDRSTRLEN] = {};
-  const uint32_t n = htonl(ip);
-  inet_ntop(AF_INET, &n, buf, sizeof(buf));
-  return buf;
-}
-
-bool parse_ipv4(const std::string& text, uint32_t* ip) {
-  in_addr a{};
-  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return false;
-  *ip = ntohl(a.s_addr);
-  return true;
-}
-
 Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32_t worker_cores) {
   std::unique_ptr<Port> port(new Port());
   PortInfo& info = port->info_;
@@ -107,9 +94,9 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
   info.device = pc.device;
   const std::string what = "port " + pc.device;
 
-  if (!parse_ipv4(pc.ipv4, &info.ipv4)) {
-    return Status::invalid_argument(config.path + ": port.ipv4: \"" + pc.ipv4 + "\" is not an IPv4 address");
-  }
+  const std::optional<uint32_t> ipv4 = parse_ipv4(pc.ipv4);
+  if (!ipv4) return Status::invalid_argument(config.path + ": port.ipv4: \"" + pc.ipv4 + "\" is not an IPv4 address");
+  info.ipv4 = *ipv4;
   uint16_t port_id = 0;
   if (rte_eth_dev_get_port_by_name(pc.device.c_str(), &port_id) != 0) {
     return Status::not_found(config.path + ": port.device: no DPDK port named \"" + pc.device +

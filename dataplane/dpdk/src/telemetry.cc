@@ -9,6 +9,8 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "sumcast/counter.h"
+#include "sumcast/ipv4.h"
 #include "sumcast/wire/format.h"
 
 #ifndef SUMCAST_VERSION
@@ -28,26 +30,12 @@ std::string telemetry_safe_long(const std::string& s) {
   return out;
 }
 
-// clang-format off
-#define SUMCAST_ENGINE_COUNTERS(X) \
-  X(rx_packets) \
-  X(rx_bytes) \
-  X(tx_packets) \
-  X(tx_bytes) \
-  X(contributions) \
-  X(payload_bytes) \
-  X(slots_completed) \
-  X(duplicates) \
-  X(retransmits_answered) \
-  X(results_sent) \
-  X(group_frames) \
-  X(aborts_sent) \
-  X(arp_replies) \
-  X(arp_learned) \
-  X(ce_marked) \
-  X(cnps_sent) \
-  X(jobs_active)
-// clang-format on
+// The transmit sink's value of each SUMCAST_TX_COUNTERS entry (a new entry without one here does
+// not compile).
+uint64_t tx_value_tx_deferred(const DpdkTxSink& tx) { return tx.deferred(); }
+uint64_t tx_value_tx_refused(const DpdkTxSink& tx) { return tx.refused(); }
+uint64_t tx_value_tx_unsubmitted(const DpdkTxSink& tx) { return tx.unsubmitted(); }
+uint64_t tx_value_tx_unknown_buffer(const DpdkTxSink& tx) { return tx.unknown_buffers(); }
 
 constexpr const char* kDropNames[] = {
 #define SUMCAST_X(name, str) "drop_" str,
@@ -60,8 +48,6 @@ static_assert(sizeof(kDropNames) / sizeof(kDropNames[0]) == engine::kDropReasonC
 std::shared_mutex g_mu;
 const TelemetrySource* g_source = nullptr;
 bool g_registered = false;
-
-uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 
 void add_rows(rte_tel_data* d, const std::vector<CounterRow>& rows) {
   for (const CounterRow& r : rows) rte_tel_data_add_dict_u64(d, r.name, r.value);
@@ -398,14 +384,14 @@ std::string telemetry_safe(const std::string& s) {
 
 std::vector<CounterRow> read_counters(const LcoreContext& core) {
   std::vector<CounterRow> rows;
-  rows.reserve(16 + engine::kDropReasonCount + 8);
+  rows.reserve(kCoreCounterCount + engine::kDropReasonCount);
   const engine::CoreCounters& e = core.engine->counters();
-#define SUMCAST_X(field) rows.push_back({#field, load(e.field)});
+#define SUMCAST_X(name, type, shown, help) rows.push_back({#name, read_counter(e.name)});
   SUMCAST_ENGINE_COUNTERS(SUMCAST_X)
 #undef SUMCAST_X
   for (size_t r = 0; r < engine::kDropReasonCount; ++r) {
     if (r == static_cast<size_t>(wire::ParseError::kOk)) continue;  // not a drop
-    rows.push_back({kDropNames[r], load(e.drops[r])});
+    rows.push_back({kDropNames[r], read_counter(e.drops[r])});
   }
   const DpdkTxSink* tx = core.tx.get();
   if (tx != nullptr) {
@@ -420,17 +406,12 @@ std::vector<CounterRow> read_counters(const LcoreContext& core) {
     }
   }
   const PortCounters& p = core.counters;
-  rows.push_back({"rx_bursts", load(p.rx_bursts)});
-  rows.push_back({"dispatched_out", load(p.dispatched_out)});
-  rows.push_back({"dispatched_in", load(p.dispatched_in)});
-  rows.push_back({"dispatch_full", load(p.dispatch_full)});
-  rows.push_back({"control_msgs", load(p.control_msgs)});
-  rows.push_back({"idle_sleeps", load(p.idle_sleeps)});
-  rows.push_back({"arp_requests", load(p.arp_requests)});
-  rows.push_back({"tx_deferred", tx != nullptr ? tx->deferred() : 0});
-  rows.push_back({"tx_refused", tx != nullptr ? tx->refused() : 0});
-  rows.push_back({"tx_unsubmitted", tx != nullptr ? tx->unsubmitted() : 0});
-  rows.push_back({"tx_unknown_buffer", tx != nullptr ? tx->unknown_buffers() : 0});
+#define SUMCAST_X(name, type, shown, help) rows.push_back({#name, read_counter(p.name)});
+  SUMCAST_PORT_COUNTERS(SUMCAST_X)
+#undef SUMCAST_X
+#define SUMCAST_X(name, type, shown, help) rows.push_back({#name, tx != nullptr ? tx_value_##name(*tx) : 0});
+  SUMCAST_TX_COUNTERS(SUMCAST_X)
+#undef SUMCAST_X
   return rows;
 }
 
@@ -456,15 +437,15 @@ telemetry::Histogram latency_histogram(const engine::CoreCounters& counters, uin
     ++first;
   }
   uint64_t merged = 0;
-  for (size_t b = 0; b <= first; ++b) merged += load(counters.latency_buckets[b]);
+  for (size_t b = 0; b <= first; ++b) merged += read_counter(counters.latency_buckets[b]);
   h.counts.push_back(merged);
   h.upper_bounds.push_back(std::ldexp(1.0, static_cast<int>(first) + 1) / hz);
   for (size_t b = first + 1; b + 1 < engine::kLatencyBuckets; ++b) {
-    h.counts.push_back(load(counters.latency_buckets[b]));
+    h.counts.push_back(read_counter(counters.latency_buckets[b]));
     h.upper_bounds.push_back(std::ldexp(1.0, static_cast<int>(b) + 1) / hz);
   }
-  h.counts.push_back(load(counters.latency_buckets[engine::kLatencyBuckets - 1]));  // +Inf
-  h.sum = static_cast<double>(load(counters.latency_ticks_sum)) / hz;
+  h.counts.push_back(read_counter(counters.latency_buckets[engine::kLatencyBuckets - 1]));  // +Inf
+  h.sum = static_cast<double>(read_counter(counters.latency_ticks_sum)) / hz;
   return h;
 }
 
@@ -480,7 +461,8 @@ telemetry::Snapshot prometheus_snapshot(const TelemetrySource& source) {
       const std::string name = r.name;
       if (name.rfind("drop_", 0) == 0) {
         c.drops.push_back({name.substr(5), r.value});
-      } else if (name == "jobs_active") {
+      } else if (const CoreCounterInfo* info = find_core_counter(name);
+                 info != nullptr && info->type == CounterType::kGauge) {
         c.gauges.push_back({name, r.value});
       } else {
         c.counters.push_back({name, r.value});

@@ -16,8 +16,10 @@
 #include <set>
 #include <thread>
 
+#include "sumcast/counter.h"
 #include "sumcast/endian.h"
 #include "sumcast/icrc/icrc.h"
+#include "sumcast/ipv4.h"
 #include "sumcast/wire/packet.h"
 
 namespace sumcast::embedded {
@@ -29,13 +31,6 @@ constexpr size_t kRxRoom = kFrameBufLen - wire::kBthOffset;
 constexpr uint32_t kCoreQpn = 0x000100;
 constexpr size_t kTxPoolFactor = 4;  // tx buffers = batch * this
 constexpr uint16_t kIpFlagsDf = 0x4000;
-
-std::string ip_text(uint32_t ip) {
-  in_addr a{htonl(ip)};
-  char buf[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &a, buf, sizeof(buf));
-  return buf;
-}
 
 void set_buffer(int fd, int force_opt, int opt, int bytes) {
   if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) != 0) {
@@ -51,10 +46,6 @@ struct AtomicCounters {
   std::atomic<uint64_t> tx_dropped{0};
   std::atomic<uint64_t> tx_restamped{0};
 };
-
-void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
-  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
 
 }  // namespace
 
@@ -309,12 +300,12 @@ Service::Service(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Service::~Service() { stop(); }
 
 Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
-  in_addr a{};
-  if (inet_pton(AF_INET, o.bind_ip.c_str(), &a) != 1 || a.s_addr == 0) {
+  const std::optional<uint32_t> bind_ip = parse_ipv4(o.bind_ip);
+  if (!bind_ip || *bind_ip == 0) {
     return Status::invalid_argument("embedded service: bind_ip '" + o.bind_ip + "' is not a specific IPv4 address");
   }
   if (o.batch == 0 || o.batch > 1024) return Status::invalid_argument("embedded service: batch must be 1..1024");
-  const uint32_t ip = ntohl(a.s_addr);
+  const uint32_t ip = *bind_ip;
   engine::EngineOptions eo;
   eo.core_index = 0;
   eo.core_count = 1;
@@ -339,7 +330,7 @@ Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
   sockaddr_in me{};
   me.sin_family = AF_INET;
   me.sin_port = htons(o.data_port);
-  me.sin_addr = a;
+  me.sin_addr.s_addr = htonl(ip);
   if (bind(s.fd, reinterpret_cast<const sockaddr*>(&me), sizeof(me)) != 0) {
     return Status::from_errno("embedded service: bind UDP " + o.bind_ip + ":" + std::to_string(o.data_port));
   }
@@ -375,13 +366,13 @@ Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
   so.core_qpns = {kCoreQpn};
   so.multicast = o.multicast;
   if (o.multicast) {
-    in_addr g{};
-    if (inet_pton(AF_INET, o.multicast_group.c_str(), &g) != 1 || (ntohl(g.s_addr) >> 28) != 0xE) {
+    const std::optional<uint32_t> group = parse_ipv4(o.multicast_group);
+    if (!group || (*group >> 28) != 0xE) {
       s.shutdown();
       return Status::invalid_argument("embedded service: multicast group '" + o.multicast_group +
                                       "' is not an address in 224.0.0.0/4");
     }
-    so.multicast_base_ip = ntohl(g.s_addr);
+    so.multicast_base_ip = *group;
     // Group frames leave by the interface of the service's own address.
     const in_addr ifa{htonl(ip)};
     if (setsockopt(s.fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) != 0) {
@@ -408,7 +399,9 @@ void Service::stop() {
 uint32_t Service::data_ip() const { return impl_->ip_addr; }
 uint16_t Service::data_port() const { return impl_->port; }
 uint16_t Service::control_port() const { return impl_->server ? impl_->server->bound_port() : 0; }
-std::string Service::control_address() const { return ip_text(impl_->ip_addr) + ":" + std::to_string(control_port()); }
+std::string Service::control_address() const {
+  return format_ipv4(impl_->ip_addr) + ":" + std::to_string(control_port());
+}
 const engine::CoreCounters& Service::engine_counters() const { return impl_->engine.counters(); }
 
 ServiceCounters Service::counters() const {

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "crc_combine.h"
+#include "sumcast/counter.h"
 #include "sumcast/endian.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/kernels/kernels.h"
@@ -61,11 +62,6 @@ constexpr uint8_t kEcnCe = 0x03;    // congestion experienced
 constexpr size_t kCnpLen = wire::kBthOffset + wire::kCnpRoceLen;
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
-
-// Single writer: a relaxed load and store (no locked instruction), readers load relaxed.
-inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
-  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
 
 enum class VersionState : uint8_t {
   kIdle = 0,      // never held a round (counts as complete for opening the next, has no result)

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "sumcast/endian.h"
+#include "sumcast/ipv4.h"
 
 namespace sumcast::neighbour {
 namespace {
@@ -17,13 +18,6 @@ constexpr size_t kEthLen = 14;
 constexpr size_t kArpLen = 28;
 
 uint32_t mask_of(uint8_t len) { return len == 0 ? 0 : ~uint32_t{0} << (32 - len); }
-
-std::string ip_text(uint32_t address) {
-  const in_addr a{htonl(address)};
-  char buf[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &a, buf, sizeof buf);
-  return buf;
-}
 
 bool usable_mac(const uint8_t* mac) {
   if ((mac[0] & 0x01) != 0) return false;  // multicast or broadcast
@@ -71,9 +65,10 @@ std::optional<uint32_t> RoutingTable::next_hop(uint32_t address) const {
 }
 
 std::string RoutingTable::describe() const {
-  std::string s = "subnet " + ip_text(local_ip_ & mask_of(prefix_len_)) + "/" + std::to_string(prefix_len_);
-  for (const Route& r : routes_) s += ", " + ip_text(r.prefix) + "/" + std::to_string(r.len) + " via " + ip_text(r.via);
-  s += gateway_ != 0 ? ", default via " + ip_text(gateway_) : ", no default gateway";
+  std::string s = "subnet " + format_ipv4(local_ip_ & mask_of(prefix_len_)) + "/" + std::to_string(prefix_len_);
+  for (const Route& r : routes_)
+    s += ", " + format_ipv4(r.prefix) + "/" + std::to_string(r.len) + " via " + format_ipv4(r.via);
+  s += gateway_ != 0 ? ", default via " + format_ipv4(gateway_) : ", no default gateway";
   return s;
 }
 
@@ -109,10 +104,10 @@ Resolution Resolver::answer(uint32_t member_ip, uint32_t hop, const Entry& e) co
       break;
     case EntryState::kFailed:
       r.state = Resolution::State::kFailed;
-      r.text = e.ip == member_ip ? "no ARP reply from " + ip_text(member_ip) + " (on-link) after " +
+      r.text = e.ip == member_ip ? "no ARP reply from " + format_ipv4(member_ip) + " (on-link) after " +
                                        std::to_string(e.tries) + " requests"
-                                 : "no ARP reply from gateway " + ip_text(e.ip) + " (next hop to " +
-                                       ip_text(member_ip) + ") after " + std::to_string(e.tries) + " requests";
+                                 : "no ARP reply from gateway " + format_ipv4(e.ip) + " (next hop to " +
+                                       format_ipv4(member_ip) + ") after " + std::to_string(e.tries) + " requests";
       break;
   }
   return r;
@@ -122,7 +117,7 @@ Resolution Resolver::resolve(uint32_t member_ip, uint64_t now_ms) {
   const std::optional<uint32_t> hop = opt_.routes.next_hop(member_ip);
   if (!hop) {
     Resolution r;
-    r.text = "no route to " + ip_text(member_ip) + " from the appliance's port (" + opt_.routes.describe() +
+    r.text = "no route to " + format_ipv4(member_ip) + " from the appliance's port (" + opt_.routes.describe() +
              "; see port.gateway and port.routes)";
     return r;
   }
@@ -130,7 +125,7 @@ Resolution Resolver::resolve(uint32_t member_ip, uint64_t now_ms) {
   if (it == by_ip_.end()) {
     if (entries_.size() >= table_->capacity()) {
       Resolution r;
-      r.text = "cannot resolve " + ip_text(member_ip) + ": the appliance already tracks " +
+      r.text = "cannot resolve " + format_ipv4(member_ip) + ": the appliance already tracks " +
                std::to_string(entries_.size()) + " next hops";
       return r;
     }
@@ -154,7 +149,7 @@ Resolution Resolver::status(uint32_t member_ip) const {
   const auto it = hop ? by_ip_.find(*hop) : by_ip_.end();
   if (it == by_ip_.end()) {
     Resolution r;
-    r.text = "no resolution started for " + ip_text(member_ip);
+    r.text = "no resolution started for " + format_ipv4(member_ip);
     return r;
   }
   return answer(member_ip, it->second, entries_[it->second]);

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include "sumcast/ipv4.h"
+
 namespace sumcast::telemetry {
 namespace {
 
@@ -34,9 +36,9 @@ bool parse_address(const std::string& text, uint32_t* ip, uint16_t* port) {
   if (p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
   const unsigned long v = std::strtoul(p.c_str(), nullptr, 10);
   if (v > 65535) return false;
-  in_addr a{};
-  if (inet_pton(AF_INET, host.c_str(), &a) != 1) return false;
-  *ip = ntohl(a.s_addr);
+  const std::optional<uint32_t> address = parse_ipv4(host);
+  if (!address) return false;
+  *ip = *address;
   *port = static_cast<uint16_t>(v);
   return true;
 }

@@ -6,44 +6,14 @@
 #include <cstdio>
 #include <string_view>
 
+#include "sumcast/core_counters.h"
+
 namespace sumcast::telemetry {
 namespace {
 
 struct Help {
   std::string_view name;
   std::string_view text;
-};
-
-// HELP text of the per-core counters and gauges sumcastd exports (engine, then port layer).
-constexpr Help kCoreHelp[] = {
-    {"rx_packets", "Frames received by the engine core."},
-    {"rx_bytes", "Bytes of frames received by the engine core."},
-    {"tx_packets", "Frames the engine core built and sent (results, retransmissions, aborts, ARP)."},
-    {"tx_bytes", "Bytes of frames the engine core sent."},
-    {"contributions", "Contributions accepted and summed."},
-    {"payload_bytes", "Gradient bytes summed."},
-    {"slots_completed", "Slot rounds completed (every rank contributed)."},
-    {"duplicates", "Contributions to an open round from a rank already counted (ignored)."},
-    {"retransmits_answered", "Stored results re-sent to one worker that missed them."},
-    {"results_sent", "Result frames sent."},
-    {"group_frames", "Result and abort frames sent to a multicast job's group (one each)."},
-    {"aborts_sent", "Abort frames sent to members of failed jobs."},
-    {"arp_replies", "ARP replies sent for the data address."},
-    {"ce_marked", "Contributions that arrived marked CE (congestion experienced)."},
-    {"cnps_sent", "RoCEv2 CNPs sent to senders of CE-marked contributions."},
-    {"arp_learned", "ARP replies to the data address and announcements handed to the neighbour resolver."},
-    {"jobs_active", "Jobs installed on the engine core."},
-    {"rx_bursts", "Non-empty receive bursts."},
-    {"dispatched_out", "Frames handed to another core (software dispatch)."},
-    {"dispatched_in", "Frames received from other cores (software dispatch)."},
-    {"dispatch_full", "Frames dropped because another core's dispatch ring was full."},
-    {"control_msgs", "Control messages (job install/remove) the core executed."},
-    {"idle_sleeps", "Sleeps of the idle core (dataplane.idle_poll = adaptive)."},
-    {"arp_requests", "ARP requests (and the gratuitous ARP) the neighbour resolver sent through the core."},
-    {"tx_deferred", "Frames the transmit queue refused once, kept in the core's backlog and retried."},
-    {"tx_refused", "Frames freed unsent: the transmit queue refused them and the core's backlog was full."},
-    {"tx_unsubmitted", "Transmit buffers acquired and never submitted."},
-    {"tx_unknown_buffer", "Buffers submitted to the transmit sink that it had not handed out (a bug)."},
 };
 
 // HELP text of the port's own counters (rte_eth_stats; the kernel's drops on af_packet sockets).
@@ -71,6 +41,12 @@ constexpr Help kControlHelp[] = {
     {"jobs_completed", "Jobs ended cleanly (every member left)."},
     {"jobs_failed", "Running jobs failed (no progress, member lost, appliance stop)."},
 };
+
+// HELP text of a per-core counter or gauge (sumcast/core_counters.h).
+std::string core_help(const std::string& name, std::string_view fallback) {
+  const CoreCounterInfo* info = find_core_counter(name);
+  return info != nullptr ? std::string(info->help) : std::string(fallback) + name + ".";
+}
 
 template <size_t N>
 std::string help_for(const Help (&table)[N], const std::string& name, std::string_view fallback) {
@@ -175,14 +151,14 @@ std::string render_prometheus(const Snapshot& s) {
     const CoreMetrics& first = s.cores.front();
     for (size_t i = 0; i < first.counters.size(); ++i) {
       const std::string name = "sumcast_" + first.counters[i].name + "_total";
-      w.family(name, "counter", help_for(kCoreHelp, first.counters[i].name, "Sumcast engine counter "));
+      w.family(name, "counter", core_help(first.counters[i].name, "Sumcast engine counter "));
       for (const CoreMetrics& c : s.cores) {
         if (i < c.counters.size()) w.sample(name, core_labels(c), c.counters[i].value);
       }
     }
     for (size_t i = 0; i < first.gauges.size(); ++i) {
       const std::string name = "sumcast_" + first.gauges[i].name;
-      w.family(name, "gauge", help_for(kCoreHelp, first.gauges[i].name, "Sumcast engine gauge "));
+      w.family(name, "gauge", core_help(first.gauges[i].name, "Sumcast engine gauge "));
       for (const CoreMetrics& c : s.cores) {
         if (i < c.gauges.size()) w.sample(name, core_labels(c), c.gauges[i].value);
       }

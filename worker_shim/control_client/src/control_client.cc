@@ -145,7 +145,8 @@ struct ControlClient::Impl {
       return Status::io_error(std::string("control: malformed ABORT from ") + where + ": " + w::control_error_name(e));
     }
     return Status::aborted("job " + std::to_string(a.job_id) + " aborted by the appliance at " + where + " (" +
-                           w::abort_reason_name(a.reason) + "): " + a.text);
+                               w::abort_reason_name(a.reason) + "): " + a.text,
+                           static_cast<uint32_t>(a.reason));
   }
 
   Status refused_status(const Incoming& m, const std::string& what) {

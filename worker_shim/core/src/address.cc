@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,12 +17,9 @@
 namespace sumcast::shim {
 
 Result<uint32_t> parse_ipv4(std::string_view text) {
-  std::string s(text);
-  in_addr a{};
-  if (s.empty() || inet_pton(AF_INET, s.c_str(), &a) != 1) {
-    return Status::invalid_argument("not an IPv4 dotted quad: '" + s + "'");
-  }
-  return ntohl(a.s_addr);
+  const std::optional<uint32_t> ip = sumcast::parse_ipv4(text);
+  if (!ip) return Status::invalid_argument("not an IPv4 dotted quad: '" + std::string(text) + "'");
+  return *ip;
 }
 
 Result<uint32_t> resolve_ipv4(const std::string& host) {
@@ -79,11 +77,6 @@ Status split_weight(std::string_view text, std::string* host_port, double* weigh
   return {};
 }
 
-std::string format_ipv4(uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." + std::to_string((ip >> 8) & 0xFF) +
-         "." + std::to_string(ip & 0xFF);
-}
-
 Result<uint32_t> source_ip_toward(uint32_t dst) {
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::from_errno("socket(AF_INET, SOCK_DGRAM)");
@@ -125,6 +118,17 @@ void mac_of_local_ip(uint32_t ip, uint8_t mac[6]) {
     break;
   }
   freeifaddrs(list);
+}
+
+bool interface_mac(const std::string& iface, uint8_t mac[6]) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, iface.c_str(), IFNAMSIZ - 1);
+  const bool ok = ioctl(fd, SIOCGIFHWADDR, &ifr) == 0;
+  close(fd);
+  if (ok) std::memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+  return ok;
 }
 
 }  // namespace sumcast::shim

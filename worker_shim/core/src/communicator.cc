@@ -771,8 +771,8 @@ void Communicator::poll_control() {
     if (a.lost || !a.control) continue;
     Status st = a.control->poll();
     if (!st.ok()) {
-      const bool secondary = st.message().find("(member_left)") != std::string::npos;
-      on_lost(i, Status(st.code(), where(a) + ": " + st.message()), secondary);
+      const bool secondary = aborted_for(st, wire::AbortReason::kMemberLeft);
+      on_lost(i, st.with_context(where(a) + ": "), secondary);
     }
   }
 }
@@ -805,12 +805,12 @@ void Communicator::on_lost(size_t index, Status why, bool member_left) {
         if (j == index || o.lost || !o.control) continue;
         Status st = o.control->poll();
         if (st.ok()) continue;
-        if (st.message().find("(member_left)") != std::string::npos) {
+        if (aborted_for(st, wire::AbortReason::kMemberLeft)) {
           fail(Status(why.code(), why.message() + "; " + where(o) + " too: a rank left the job"));
           return;
         }
         // A primary failure elsewhere (the abort here is its echo): that one is lost first.
-        declare_lost(j, Status(st.code(), where(o) + ": " + st.message()));
+        declare_lost(j, st.with_context(where(o) + ": "));
         if (!failed_.ok()) return;
         primary = true;
       }
@@ -1117,7 +1117,7 @@ Status Communicator::root_cause(Status secondary) {
     for (auto& ap : apps_) {
       if (!ap->control) continue;
       Status st = ap->control->poll();
-      if (!st.ok() && st.message().find("(member_left)") == std::string::npos) {
+      if (!st.ok() && !aborted_for(st, wire::AbortReason::kMemberLeft)) {
         return Status(st.code(), where(*ap) + ": " + st.message() + " (then: " + secondary.message() + ")");
       }
     }

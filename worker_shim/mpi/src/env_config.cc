@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "sumcast/shim/address.h"
+#include "sumcast/token_file.h"
 
 namespace sumcast::mpi {
 namespace {
@@ -65,15 +66,12 @@ Status parse_appliances(MpiConfig& c, std::string_view text) {
   return {};
 }
 
-Status read_token_file(MpiConfig& c, std::string_view path) {
+Status load_token_file(MpiConfig& c, std::string_view path) {
   c.token_file = std::string(trim(path));
   if (c.token_file.empty()) return {};
-  std::ifstream f(c.token_file);
-  if (!f) return Status::invalid_argument("cannot read " + c.token_file);
-  std::string line;
-  std::getline(f, line);
-  c.token = std::string(trim(line));
-  if (c.token.empty()) return Status::invalid_argument(c.token_file + ": the first line is empty");
+  Result<std::string> token = sumcast::read_token_file(c.token_file);
+  if (!token.ok()) return token.status();
+  c.token = std::move(token.value());
   return {};
 }
 
@@ -101,7 +99,7 @@ constexpr std::array<EnvVar, 29> kTable = {{
      "control endpoints HOST:PORT[@WEIGHT], comma-separated; each call's bytes are split over them by weight", true,
      parse_appliances},
     {"SUMCAST_MPI_TOKEN_FILE", EnvType::kPath, "(none)", "file whose first line is the appliances' shared secret",
-     false, read_token_file},
+     false, load_token_file},
     {"SUMCAST_MPI_THRESHOLD", EnvType::kBytes, "64K",
      "calls smaller than this many bytes (count x datatype size) go to MPI", true,
      [](MpiConfig& c, std::string_view v) -> Status {

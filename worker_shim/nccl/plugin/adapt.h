@@ -50,20 +50,13 @@ void fill_properties(int dev, const DeviceProperties& p, Props* out) {
   }
 }
 
-template <typename Props>
-ncclResult_t net_properties_as(int dev, Props* props) {
+// getProperties of any version: the core's answer for ncclNet (Get = net_properties) or
+// ncclCollNet (Get = coll_properties), copied into that version's struct.
+template <auto Get, typename Props>
+ncclResult_t properties_as(int dev, Props* props) {
   if (props == nullptr) return ncclInvalidArgument;
   DeviceProperties p;
-  const ncclResult_t r = net_properties(dev, &p);
-  if (r == ncclSuccess) fill_properties(dev, p, props);
-  return r;
-}
-
-template <typename Props>
-ncclResult_t coll_properties_as(int dev, Props* props) {
-  if (props == nullptr) return ncclInvalidArgument;
-  DeviceProperties p;
-  const ncclResult_t r = coll_properties(dev, &p);
+  const ncclResult_t r = Get(dev, &p);
   if (r == ncclSuccess) fill_properties(dev, p, props);
   return r;
 }
@@ -158,7 +151,7 @@ constexpr Table net_table() {
   t.name = kPluginName;
   t.init = Init;
   t.devices = net_devices;
-  t.getProperties = net_properties_as<Props>;
+  t.getProperties = properties_as<net_properties, Props>;
   t.listen = Listen;
   t.connect = Connect;
   t.accept = accept_any;
@@ -188,7 +181,7 @@ constexpr Table coll_table() {
   t.name = kPluginName;
   t.init = Init;
   t.devices = coll_devices;
-  t.getProperties = coll_properties_as<Props>;
+  t.getProperties = properties_as<coll_properties, Props>;
   t.listen = Listen;
   t.connect = coll_connect;
   t.reduceSupport = coll_reduce_support;

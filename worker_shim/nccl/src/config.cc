@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sumcast/shim/address.h"
+#include "sumcast/token_file.h"
 
 namespace sumcast::nccl {
 namespace {
@@ -81,9 +82,9 @@ Status apply(const Key& key, const std::string& value, PluginConfig* c) {
       }
       return Status();
     case Kind::kTokenFile: {
-      std::ifstream f(value);
-      if (!f) return Status::not_found(where + "cannot open the token file");
-      std::getline(f, c->token);
+      Result<std::string> token = read_token_file(value);
+      if (!token.ok()) return Status(token.status().code(), where + token.status().message());
+      c->token = std::move(token.value());
       return Status();
     }
     case Kind::kU32: {

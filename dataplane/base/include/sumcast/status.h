@@ -1,13 +1,16 @@
 // Status and Result<T>: how every cold path in Sumcast reports failure.
 //
 // A Status is OK (no allocation, one null pointer) or carries a code and a message that names
-// what it is about (file and line, port, queue, errno). Result<T> holds a T or a non-OK Status.
+// what it is about (file and line, port, queue, errno), and optionally a detail: a number that
+// refines the code for callers that must tell causes apart (they test the detail, never the
+// message's text). Result<T> holds a T or a non-OK Status.
 // The dataplane's hot path never returns either: it counts drops per reason instead.
 //
 // Thread safety: values; copy freely between threads.
 #pragma once
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -34,15 +37,16 @@ const char* status_code_name(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
-  Status(StatusCode code, std::string message)
-      : rep_(code == StatusCode::kOk ? nullptr : std::make_shared<const Rep>(Rep{code, std::move(message)})) {}
+  Status(StatusCode code, std::string message, uint32_t detail = 0)
+      : rep_(code == StatusCode::kOk ? nullptr : std::make_shared<const Rep>(Rep{code, std::move(message), detail})) {}
 
   static Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
   static Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
   static Status refused(std::string m) { return {StatusCode::kRefused, std::move(m)}; }
   static Status timeout(std::string m) { return {StatusCode::kTimeout, std::move(m)}; }
-  static Status aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+  // `detail`: why, where the code says (an appliance's abort carries its wire::AbortReason).
+  static Status aborted(std::string m, uint32_t detail = 0) { return {StatusCode::kAborted, std::move(m), detail}; }
   static Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   // An I/O error whose message ends with strerror(err).
@@ -56,6 +60,13 @@ class [[nodiscard]] Status {
     static const std::string kEmpty;
     return rep_ ? rep_->message : kEmpty;
   }
+  // What refines code() (0: nothing). Its meaning is the code's: for kAborted from an appliance's
+  // ABORT, the wire::AbortReason.
+  uint32_t detail() const { return rep_ ? rep_->detail : 0; }
+  // The same status (code, detail) with `context` put before its message; OK stays OK.
+  Status with_context(std::string_view context) const {
+    return ok() ? Status() : Status(code(), std::string(context) + message(), detail());
+  }
   // "<CodeName>: <message>", or "OK".
   std::string to_string() const {
     return ok() ? std::string("OK") : std::string(status_code_name(code())) + ": " + message();
@@ -65,6 +76,7 @@ class [[nodiscard]] Status {
   struct Rep {
     StatusCode code;
     std::string message;
+    uint32_t detail;
   };
   std::shared_ptr<const Rep> rep_;
 };

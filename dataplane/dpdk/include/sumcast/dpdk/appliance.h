@@ -85,7 +85,4 @@ class Appliance {
   std::unique_ptr<telemetry::HttpServer> metrics_;  // GET /metrics; stopped first in shutdown()
 };
 
-// Reads the first line of control.token_file (without its line end).
-Result<std::string> read_token(const std::string& path);
-
 }  // namespace sumcast::dpdk

@@ -1,6 +1,7 @@
 // EAL command line for sumcastd: built from agg.conf's eal/port sections plus the arguments the
 // operator gave after `--` (which are appended and win over what the config says), and the
-// hugepage decision (DESIGN.md §6).
+// hugepage decision: hugepages when enough are mounted and free, else --no-huge, so that the
+// appliance also starts on a test machine or container without them (slower, still correct).
 //
 // Pure functions over plain values (the hugepage state is probed separately), so the rules are
 // unit-tested without DPDK. Thread safety: none needed.

@@ -1,6 +1,7 @@
 // The worker lcores: one cache-aligned context per engine core, and the loop each runs.
 //
-// Loop (one fixed shape, DESIGN.md §4): rx burst -> software dispatch (frames whose slot another
+// Loop (one fixed shape for every PMD and core count, so that one path is tested and measured):
+// rx burst -> software dispatch (frames whose slot another
 // core owns go to that core's dispatch ring; the owner drains its ring as another burst) ->
 // engine.process_burst -> free the rx mbufs -> retry the tx backlog (DpdkTxSink) -> every
 // kControlInterval iterations drain the control ring (add/remove job, acked back) -> stop flag;
@@ -21,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "sumcast/core_counters.h"
 #include "sumcast/dpdk/neighbour_service.h"
 #include "sumcast/dpdk/tx_sink.h"
 #include "sumcast/engine/engine.h"
@@ -84,13 +86,10 @@ struct ControlMsg {
 
 // Port-layer counters of one core (the engine counts everything about frames' contents).
 struct alignas(64) PortCounters {
-  std::atomic<uint64_t> rx_bursts{0};       // rx bursts that returned frames
-  std::atomic<uint64_t> dispatched_out{0};  // frames handed to their owner core
-  std::atomic<uint64_t> dispatched_in{0};   // frames received from other cores
-  std::atomic<uint64_t> dispatch_full{0};   // dropped: the owner's dispatch ring was full
-  std::atomic<uint64_t> control_msgs{0};    // control messages handled
-  std::atomic<uint64_t> idle_sleeps{0};     // sleeps of an idle core (dataplane.idle_poll = "adaptive")
-  std::atomic<uint64_t> arp_requests{0};    // ARP requests the neighbour resolver sent through this core
+  // rx_bursts ... arp_requests: one field per SUMCAST_PORT_COUNTERS entry (sumcast/core_counters.h).
+#define SUMCAST_X(name, type, shown, help) std::atomic<uint64_t> name{0};
+  SUMCAST_PORT_COUNTERS(SUMCAST_X)
+#undef SUMCAST_X
 };
 
 struct alignas(64) LcoreContext {

@@ -121,9 +121,5 @@ class Port {
 
 // "aa:bb:cc:dd:ee:ff"
 std::string format_mac(const uint8_t mac[6]);
-// "10.0.0.1" from a host-order address.
-std::string format_ipv4(uint32_t ip);
-// Dotted quad -> host order; false when malformed.
-bool parse_ipv4(const std::string& text, uint32_t* ip);
 
 }  // namespace sumcast::dpdk

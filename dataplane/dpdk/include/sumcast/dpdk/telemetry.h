@@ -56,9 +56,9 @@ struct CounterRow {
   uint64_t value;
 };
 
-// A core's counters: engine counters, then "drop_<reason>" for every drop reason, then the port
-// layer's (rx_bursts, dispatched_out, dispatched_in, dispatch_full, control_msgs, idle_sleeps, arp_requests,
-// tx_deferred, tx_refused, tx_unsubmitted, tx_unknown_buffer). tx_packets, tx_bytes and results_sent count what the tx
+// A core's counters: the engine's (SUMCAST_ENGINE_COUNTERS), then "drop_<reason>" for every drop
+// reason, then the port layer's and the transmit sink's (SUMCAST_PORT_COUNTERS, SUMCAST_TX_COUNTERS;
+// sumcast/core_counters.h). tx_packets, tx_bytes and results_sent count what the tx
 // queue accepted (the engine counts what it submitted; the sink what is still in its backlog or was freed). Cold path
 // (allocates).
 std::vector<CounterRow> read_counters(const LcoreContext& core);

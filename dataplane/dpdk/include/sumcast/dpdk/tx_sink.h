@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "sumcast/counter.h"
 #include "sumcast/engine/engine.h"
 
 struct rte_mbuf;
@@ -55,15 +56,15 @@ class DpdkTxSink final : public engine::TxSink {
   void drop_backlog();
 
   // Counters (written by the owning lcore, read relaxed by anyone).
-  uint64_t sent() const { return load(sent_); }
-  uint64_t sent_bytes() const { return load(sent_bytes_); }
-  uint64_t deferred() const { return load(deferred_); }
-  uint64_t refused() const { return load(refused_); }
-  uint64_t unsubmitted() const { return load(unsubmitted_); }
-  uint64_t unknown_buffers() const { return load(unknown_buffers_); }
-  uint64_t backlog() const { return load(backlog_now_); }
+  uint64_t sent() const { return read_counter(sent_); }
+  uint64_t sent_bytes() const { return read_counter(sent_bytes_); }
+  uint64_t deferred() const { return read_counter(deferred_); }
+  uint64_t refused() const { return read_counter(refused_); }
+  uint64_t unsubmitted() const { return read_counter(unsubmitted_); }
+  uint64_t unknown_buffers() const { return read_counter(unknown_buffers_); }
+  uint64_t backlog() const { return read_counter(backlog_now_); }
   // Result frames submitted but not (yet) accepted: in the backlog now, or freed as refused.
-  uint64_t results_unsent() const { return load(backlog_results_) + load(results_refused_); }
+  uint64_t results_unsent() const { return read_counter(backlog_results_) + read_counter(results_refused_); }
 
  private:
   void send_batch();
@@ -72,10 +73,6 @@ class DpdkTxSink final : public engine::TxSink {
   void defer(uint32_t from);
   void free_refused(rte_mbuf** m, const bool* result, uint32_t n);
   uint16_t burst(rte_mbuf** m, uint16_t n);
-  static uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
-  static void bump(std::atomic<uint64_t>& c, uint64_t n) {
-    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-  }
   static void set(std::atomic<uint64_t>& c, uint64_t v) { c.store(v, std::memory_order_relaxed); }
   void account_sent(const uint32_t* len, uint32_t n);
 

@@ -1,7 +1,6 @@
 // An embedded summation service: the appliance's engine (engine::Engine) on a kernel UDP socket
 // plus its control server (control::Server), in-process, without DPDK. For the worker library's
-// tests on loopback, and for worker hosts that sum part of a job themselves (DESIGN.md §5
-// scale-out).
+// tests on loopback, and for worker hosts that sum part of a job themselves (docs/scale-out.md).
 //
 // Data path. Each datagram received on the UDP socket (recvmmsg) is wrapped into the Ethernet /
 // IPv4 / UDP frame the sender's NIC would have produced (source address and port from the

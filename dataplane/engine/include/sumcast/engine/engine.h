@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "sumcast/core_counters.h"
 #include "sumcast/next_hop.h"
 #include "sumcast/status.h"
 #include "sumcast/wire/format.h"
@@ -73,23 +74,11 @@ constexpr size_t latency_bucket(uint64_t ticks) {
 
 // Counters of one core. Written only by the owning lcore; readers (telemetry) load them relaxed.
 struct alignas(64) CoreCounters {
-  std::atomic<uint64_t> rx_packets{0};
-  std::atomic<uint64_t> rx_bytes{0};
-  std::atomic<uint64_t> tx_packets{0};
-  std::atomic<uint64_t> tx_bytes{0};
-  std::atomic<uint64_t> contributions{0};  // accepted and summed
-  std::atomic<uint64_t> payload_bytes{0};  // gradient bytes summed
-  std::atomic<uint64_t> slots_completed{0};
-  std::atomic<uint64_t> duplicates{0};            // contribution to an open round already counted
-  std::atomic<uint64_t> retransmits_answered{0};  // shadow result re-sent to one worker
-  std::atomic<uint64_t> results_sent{0};
-  std::atomic<uint64_t> group_frames{0};  // results and aborts sent to a multicast job's group (one frame each)
-  std::atomic<uint64_t> aborts_sent{0};
-  std::atomic<uint64_t> arp_replies{0};
-  std::atomic<uint64_t> arp_learned{0};  // ARP replies/announcements handed to the neighbour resolver
-  std::atomic<uint64_t> ce_marked{0};    // contributions that arrived marked CE (congestion experienced)
-  std::atomic<uint64_t> cnps_sent{0};    // RoCEv2 CNPs sent to their senders (at most one per interval each)
-  std::atomic<uint64_t> jobs_active{0};
+  // rx_packets ... jobs_active: one field per SUMCAST_ENGINE_COUNTERS entry (sumcast/core_counters.h
+  // says what each counts).
+#define SUMCAST_X(name, type, shown, help) std::atomic<uint64_t> name{0};
+  SUMCAST_ENGINE_COUNTERS(SUMCAST_X)
+#undef SUMCAST_X
   std::atomic<uint64_t> drops[kDropReasonCount]{};
   // Every completed round adds its latency (see kLatencyBuckets); count = sum of the buckets.
   std::atomic<uint64_t> latency_ticks_sum{0};

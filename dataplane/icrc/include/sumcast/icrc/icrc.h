@@ -29,7 +29,7 @@ void stamp(std::span<uint8_t> ip_packet);
 
 // Same, for a whole Ethernet frame (IPv4 starts at byte 14); `frame` may carry Ethernet padding,
 // the IPv4 total length decides where the ICRC is. Precondition: wire::parse_frame accepted it
-// (for Verify) or wire::write_frame_headers wrote it (for Stamp).
+// (for verify_frame) or wire::write_frame_headers wrote it (for stamp_frame).
 bool verify_frame(std::span<const uint8_t> frame);
 void stamp_frame(std::span<uint8_t> frame);
 

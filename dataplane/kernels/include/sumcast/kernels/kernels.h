@@ -8,13 +8,13 @@
 // Semantics (docs/protocol.md §4):
 //   sum: IEEE addition in the accumulator type (int32 wraps, two's complement);
 //   min/max: NaN in either operand gives NaN; -0 < +0.
-//   fp16/bf16 are widened exactly to fp32; Finish() rounds fp32 to fp16/bf16 once,
+//   fp16/bf16 are widened exactly to fp32; finish (FinishFn) rounds fp32 to fp16/bf16 once,
 //   round-to-nearest-even, NaN stays NaN (quiet), ±Inf stays ±Inf, overflow gives ±Inf.
 //   Subnormals are kept everywhere (no flush to zero; MXCSR's FTZ/DAZ are expected off).
 //   NaN results of sum/min/max are quiet and carry the sign and payload of a NaN operand (which
 //   one when both are NaN may differ between ISAs); Inf - Inf gives the default NaN. Widening
 //   fp16 quiets a NaN (as vcvtph2ps); widening bf16 is a plain 16-bit shift (a signalling NaN
-//   stays signalling in the accumulator until an op or Finish() quiets it). Narrowing keeps a
+//   stays signalling in the accumulator until an op or finish quiets it). Narrowing keeps a
 //   NaN's sign and the top payload bits and sets the quiet bit.
 // No pointer needs any alignment (payloads start at odd offsets; accumulators are usually
 // 64-byte aligned, which is faster but not required).

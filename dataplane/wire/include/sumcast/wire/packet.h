@@ -1,7 +1,7 @@
 // Parsing and building Sumcast RoCEv2 frames (docs/protocol.md §2–§6).
 //
-// Parse() checks structure only (lengths, versions, known enums, consistency of the element
-// count with the payload length) and never reads past the span it is given. Checks against a
+// parse_frame() and parse_roce() check structure only (lengths, versions, known enums,
+// consistency of the element count with the payload length) and never read past the span given. Checks against a
 // job (Q_Key, source, rank, slot range, dtype/op) and the ICRC belong to the caller.
 // Builders write headers into a caller buffer; the ICRC is stamped afterwards by sumcast::icrc.
 #pragma once
@@ -60,7 +60,7 @@ inline const char* parse_error_name(ParseError e) {
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
 
-// What Parse() found. Pointers point into the parsed span.
+// What parse_frame()/parse_roce() found. Pointers point into the parsed span.
 struct ParsedPacket {
   uint8_t dst_mac[6];
   uint8_t src_mac[6];

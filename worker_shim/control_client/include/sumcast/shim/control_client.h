@@ -48,6 +48,11 @@ struct JobGrant {
   uint32_t multicast_ip = 0;        // the job's group, host order; 0 unless multicast
 };
 
+// True when `st` is an appliance's abort for `reason` (ControlClient::poll's Aborted status).
+inline bool aborted_for(const Status& st, wire::AbortReason reason) {
+  return st.code() == StatusCode::kAborted && st.detail() == static_cast<uint32_t>(reason);
+}
+
 class ControlClient {
  public:
   // Connects to host:port (IPv4 dotted quad or name) and authenticates with `token`.
@@ -56,8 +61,8 @@ class ControlClient {
   ~ControlClient();
   // Blocks until every rank of the job registered (the appliance answers then) or timeout.
   Result<JobGrant> register_rank(const RegisterRequest& req, uint32_t timeout_ms);
-  // Non-blocking: OK while the job is alive; Aborted (with the appliance's reason) after an abort
-  // message, IoError when the connection dropped.
+  // Non-blocking: OK while the job is alive; Aborted after an abort message, with the appliance's
+  // reason in the text and as detail() (aborted_for() tests it); IoError when the connection dropped.
   Status poll();
   // The connection's fd, for poll()/epoll by callers that wait on several things.
   int fd() const;

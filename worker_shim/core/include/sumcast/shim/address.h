@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "sumcast/ipv4.h"
 #include "sumcast/status.h"
 
 namespace sumcast::shim {
@@ -19,7 +20,7 @@ struct HostPort {
   uint16_t port = 0;
 };
 
-// Parses a dotted quad; "" and names are errors.
+// Parses a dotted quad (sumcast/ipv4.h's rule); "" and names are errors naming the text.
 Result<uint32_t> parse_ipv4(std::string_view text);
 // Resolves a dotted quad or a host name to its first IPv4 address.
 Result<uint32_t> resolve_ipv4(const std::string& host);
@@ -28,10 +29,12 @@ Result<HostPort> parse_host_port(std::string_view text);
 // Splits "host:port@weight" into "host:port" and weight (> 0; 1.0 when "@weight" is absent).
 Status split_weight(std::string_view text, std::string* host_port, double* weight);
 // "a.b.c.d" for a host-order address.
-std::string format_ipv4(uint32_t ip);
+using ::sumcast::format_ipv4;
 // The local address the kernel's routing table would use to reach `dst` (no packet is sent).
 Result<uint32_t> source_ip_toward(uint32_t dst);
 // The MAC address of the interface that owns `ip`; all zero for loopback or when unknown.
 void mac_of_local_ip(uint32_t ip, uint8_t mac[6]);
+// The hardware address of the interface named `iface`; false when it has none or does not exist.
+bool interface_mac(const std::string& iface, uint8_t mac[6]);
 
 }  // namespace sumcast::shim

@@ -1,5 +1,6 @@
 // The worker side of a Sumcast job: registration with one or more appliances, the packetizer,
-// the per-slot window and retransmission timers (docs/protocol.md §7; DESIGN.md §3, §5).
+// the per-slot window and retransmission timers (docs/protocol.md §7; docs/architecture.md, "One
+// gradient, end to end"; docs/scale-out.md for several aggregators).
 //
 // Chunking. An all-reduce of N elements is split over the appliances in proportion to their
 // bandwidth weights: contiguous element ranges, computed from the weights alone, so every rank

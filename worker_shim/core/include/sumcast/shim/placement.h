@@ -9,15 +9,15 @@
 //   - host i sends its contribution to every share but the one it owns itself (1 - H_i, where H_i
 //     is what host i's own aggregator owns, 0 if it has none) and the results of its own share to
 //     the n - 1 other hosts ((n - 1) H_i): load 1 + (n - 2) H_i, time (1 + (n - 2) H_i) / B_i.
-// The call takes as long as its slowest link: T(f) = max over every link of its time. optimal()
-// returns the f minimising T. With k appliances and all n hosts aggregating, all of bandwidth B,
-// the appliances get y = 2k(n-1)/(n^2+kn-2k) of the bytes and T = 2n(n-1)/((n^2+kn-2k)B)
-// (BytePS, OSDI '20); k = 0 is all-reduce's 2(n-1)/(nB), k >= n a parameter server's 1/B (the
-// hosts get nothing).
+// The call takes as long as its slowest link: T(f) = max over every link of its time.
+// optimal_placement() returns the f minimising T. With k appliances and all n hosts
+// aggregating, all of bandwidth B, the appliances get y = 2k(n-1)/(n^2+kn-2k) of the bytes and
+// T = 2n(n-1)/((n^2+kn-2k)B) (BytePS, OSDI '20); k = 0 is all-reduce's 2(n-1)/(nB), k >= n a
+// parameter server's 1/B (the hosts get nothing).
 //
 // Ties. Where several splits reach the optimum (the hosts' own floor 1/B_i binds, or n <= 2),
-// optimal() returns the one that gives every aggregator the same share of its capacity at the
-// optimal time, so that no link is loaded more than it must be.
+// optimal_placement() returns the one that gives every aggregator the same share of its capacity
+// at the optimal time, so that no link is loaded more than it must be.
 //
 // Everything here is a pure function of its arguments: every rank computes the same placement,
 // and contiguous_ranges() the same element ranges, from the same inputs.

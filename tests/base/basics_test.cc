@@ -1,0 +1,45 @@
+// The other header-only basics: IPv4 text (the one parser every component uses) and Status's
+// detail, which lets callers tell causes apart without reading messages.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sumcast/ipv4.h"
+#include "sumcast/status.h"
+
+namespace sumcast {
+namespace {
+
+TEST(Ipv4, ParsesDottedQuadsOnly) {
+  EXPECT_EQ(parse_ipv4("10.0.0.1"), 0x0A000001u);
+  EXPECT_EQ(parse_ipv4("0.0.0.0"), 0u);
+  EXPECT_EQ(parse_ipv4("255.255.255.255"), 0xFFFFFFFFu);
+  for (const char* bad : {"", "10.0.0", "10.0.0.1.", "10.0.0.256", "010.0.0.1", "10.0.0.01", "10.0.0.1 ", " 10.0.0.1",
+                          "10..0.1", "a.b.c.d", "localhost", "10.0.0.-1", "4294967297.0.0.1"}) {
+    EXPECT_FALSE(parse_ipv4(bad).has_value()) << bad;
+  }
+}
+
+TEST(Ipv4, FormatIsTheInverseOfParse) {
+  for (const char* text : {"10.0.0.1", "0.0.0.0", "255.255.255.255", "192.168.1.20", "239.1.2.3"}) {
+    const auto ip = parse_ipv4(text);
+    ASSERT_TRUE(ip.has_value()) << text;
+    EXPECT_EQ(format_ipv4(*ip), text);
+  }
+}
+
+TEST(StatusDetail, IsKeptThroughContextAndAbsentByDefault) {
+  const Status plain = Status::aborted("job 1 aborted");
+  EXPECT_EQ(plain.detail(), 0u);
+  const Status st = Status::aborted("job 1 aborted (member_left)", 2);
+  EXPECT_EQ(st.detail(), 2u);
+  const Status wrapped = st.with_context("appliance a:4790: ");
+  EXPECT_EQ(wrapped.code(), StatusCode::kAborted);
+  EXPECT_EQ(wrapped.detail(), 2u);
+  EXPECT_EQ(wrapped.message(), "appliance a:4790: job 1 aborted (member_left)");
+  EXPECT_TRUE(Status().with_context("x: ").ok());
+  EXPECT_EQ(Status(StatusCode::kOk, "ignored", 5).detail(), 0u);
+}
+
+}  // namespace
+}  // namespace sumcast
