@@ -63,7 +63,17 @@ class Appliance {
 
  private:
   Appliance() = default;
-  Status start_impl();
+  Status start_impl();  // the phases below, in order
+  Status start_eal();
+  Result<std::vector<unsigned>> worker_lcores() const;
+  Status open_port();
+  Status start_neighbours();
+  Status build_cores(const std::vector<unsigned>& workers);
+  Status start_port();
+  Status launch_lcores();
+  Status start_control(std::string token);
+  Status start_dpdk_telemetry();
+  Status start_prometheus();
   void log(const std::string& line) const;
 
   config::AggConfig config_;
