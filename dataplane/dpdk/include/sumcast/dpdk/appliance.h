@@ -2,10 +2,11 @@
 // server, telemetry. sumcastd's main only parses its command line, calls start(), waits for a
 // signal and calls shutdown().
 //
-// start() order: EAL (args and hugepage choice logged) -> port (configured) -> per-core engines,
-// rings and tx sinks -> port started -> lcores launched and seen running -> control server
-// listening -> telemetry (DPDK commands, Prometheus endpoint). Every step is checked before the next; a failure undoes
-// what was done. shutdown() order: metrics server stop -> control server stop (it aborts every job through the lcores)
+// start() order (start_impl(), one function a phase): token read -> EAL (args and hugepage
+// choice logged) -> worker lcores counted -> port (configured) -> neighbour service (routes, ARP)
+// -> per-core engines, rings and tx sinks -> port started (port, cores and offload plan logged) ->
+// lcores launched and seen running -> control server listening -> DPDK telemetry commands ->
+// Prometheus endpoint. Every step is checked before the next; a failure undoes what was done. shutdown() order: metrics server stop -> control server stop (it aborts every job through the lcores)
 // -> telemetry off
 // -> stop flag -> rte_eal_mp_wait_lcore -> port stop/close -> counters summary -> rte_eal_cleanup.
 //
