@@ -61,9 +61,9 @@ void JobRegistry::on_register(uint64_t conn_id, const w::RegisterMsg& m) {
   }
   if (m.name.empty()) return refuse(conn_id, RefuseCode::kBadName, "the job name is empty");
   if (m.world_size < 2 || m.world_size > opt_.max_ranks) {
-    return refuse(conn_id, RefuseCode::kBadWorldSize,
-                  who + ": world size " + std::to_string(m.world_size) + " is not in 2.." +
-                      std::to_string(opt_.max_ranks));
+    return refuse(
+        conn_id, RefuseCode::kBadWorldSize,
+        who + ": world size " + std::to_string(m.world_size) + " is not in 2.." + std::to_string(opt_.max_ranks));
   }
   if (m.rank >= m.world_size) {
     return refuse(conn_id, RefuseCode::kBadRank,
@@ -80,8 +80,7 @@ void JobRegistry::on_register(uint64_t conn_id, const w::RegisterMsg& m) {
                   who + ": payload of " + std::to_string(m.payload_bytes) + " bytes holds no " +
                       w::dtype_name(m.dtype) + " element");
   }
-  const uint32_t slots =
-      std::min<uint32_t>({m.slots == 0 ? opt_.slots_per_job : m.slots, opt_.slots_per_job, 0xFFFF});
+  const uint32_t slots = std::min<uint32_t>({m.slots == 0 ? opt_.slots_per_job : m.slots, opt_.slots_per_job, 0xFFFF});
   uint32_t next_hop = kNoNextHop;
   if (opt_.next_hops != nullptr) {
     const neighbour::Resolution res = opt_.next_hops->resolve(m.ip);
@@ -112,9 +111,8 @@ void JobRegistry::on_register(uint64_t conn_id, const w::RegisterMsg& m) {
     if (job->world_size != m.world_size || job->dtype != m.dtype || job->op != m.op) {
       return refuse(conn_id, RefuseCode::kJobMismatch,
                     who + " asks for world size " + std::to_string(m.world_size) + ", " + w::dtype_name(m.dtype) +
-                        ", " + w::reduce_op_name(m.op) + "; the job has world size " +
-                        std::to_string(job->world_size) + ", " + w::dtype_name(job->dtype) + ", " +
-                        w::reduce_op_name(job->op));
+                        ", " + w::reduce_op_name(m.op) + "; the job has world size " + std::to_string(job->world_size) +
+                        ", " + w::dtype_name(job->dtype) + ", " + w::reduce_op_name(job->op));
     }
     if (job->members[m.rank].registered) {
       return refuse(conn_id, RefuseCode::kRankTaken, who + " is already registered");
@@ -353,9 +351,9 @@ void JobRegistry::tick() {
       }
       if (now - job.first_registration < reg_timeout) continue;
       refuse_all(job, w::RefuseCode::kRegisterTimeout,
-                 "registration timed out: " + std::to_string(job.registered) + " of " +
-                     std::to_string(job.world_size) + " ranks of job '" + job.name + "' registered within " +
-                     std::to_string(opt_.register_timeout_ms) + " ms");
+                 "registration timed out: " + std::to_string(job.registered) + " of " + std::to_string(job.world_size) +
+                     " ranks of job '" + job.name + "' registered within " + std::to_string(opt_.register_timeout_ms) +
+                     " ms");
       continue;
     }
     const uint64_t p = sink_->progress(job.job_id);

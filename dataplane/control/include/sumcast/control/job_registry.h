@@ -104,7 +104,7 @@ class JobRegistry {
     uint16_t world_size = 0;
     wire::Dtype dtype = wire::Dtype::kFp32;
     wire::ReduceOp op = wire::ReduceOp::kSum;
-    bool deterministic = false;    // REGISTER flag (docs/fidelity.md); every rank must agree
+    bool deterministic = false;     // REGISTER flag (docs/fidelity.md); every rank must agree
     bool multicast_wanted = false;  // REGISTER flag; every rank must agree
     std::vector<Member> members;    // index = rank
     uint16_t registered = 0;

@@ -6,9 +6,10 @@
 // choice logged) -> worker lcores counted -> port (configured) -> neighbour service (routes, ARP)
 // -> per-core engines, rings and tx sinks -> port started (port, cores and offload plan logged) ->
 // lcores launched and seen running -> control server listening -> DPDK telemetry commands ->
-// Prometheus endpoint. Every step is checked before the next; a failure undoes what was done. shutdown() order: metrics server stop -> control server stop (it aborts every job through the lcores)
-// -> telemetry off
-// -> stop flag -> rte_eal_mp_wait_lcore -> port stop/close -> counters summary -> rte_eal_cleanup.
+// Prometheus endpoint. Every step is checked before the next; a failure undoes what was done.
+// shutdown() order: metrics server stop -> control server stop (it aborts every job through the
+// lcores) -> telemetry off -> stop flag -> rte_eal_mp_wait_lcore -> port stop/close -> counters
+// summary -> rte_eal_cleanup.
 //
 // Thread safety: start()/shutdown()/stats_line() from the main thread. Only one Appliance per
 // process (EAL).
