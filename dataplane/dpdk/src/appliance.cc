@@ -64,13 +64,28 @@ void Appliance::log(const std::string& line) const {
   std::fflush(options_.log);
 }
 
+// start() runs the phases in order; each checks its step and leaves what it built in the members,
+// so that shutdown() undoes whatever was done when a later phase fails.
 Status Appliance::start_impl() {
-  const config::AggConfig& cfg = config_;
-  log("config " + cfg.path);
-  Result<std::string> token = read_token_file(cfg.control.token_file);
+  log("config " + config_.path);
+  Result<std::string> token = read_token_file(config_.control.token_file);
   if (!token.ok()) return Status(token.status().code(), "control.token_file: " + token.status().message());
+  SUMCAST_RETURN_IF_ERROR(start_eal());
+  Result<std::vector<unsigned>> workers = worker_lcores();
+  if (!workers.ok()) return workers.status();
+  SUMCAST_RETURN_IF_ERROR(open_port());
+  SUMCAST_RETURN_IF_ERROR(start_neighbours());
+  SUMCAST_RETURN_IF_ERROR(build_cores(workers.value()));
+  SUMCAST_RETURN_IF_ERROR(start_port());
+  SUMCAST_RETURN_IF_ERROR(launch_lcores());
+  SUMCAST_RETURN_IF_ERROR(start_control(std::move(token.value())));
+  SUMCAST_RETURN_IF_ERROR(start_dpdk_telemetry());
+  return start_prometheus();
+}
 
-  // EAL.
+// EAL: the plan (arguments, hugepages) logged, then rte_eal_init.
+Status Appliance::start_eal() {
+  const config::AggConfig& cfg = config_;
   Result<EalPlan> plan = plan_eal(cfg, probe_hugepages(), options_.eal_overrides, options_.program);
   if (!plan.ok()) return plan.status();
   plan_ = std::move(plan.value());
@@ -85,8 +100,12 @@ Status Appliance::start_impl() {
                                " (EAL args: " + join_args(plan_.args) + ")");
   }
   eal_up_ = true;
+  return {};
+}
 
-  // Lcores: the first is the main lcore (control, signals); the next worker_cores run engines.
+// Lcores: the first is the main lcore (control, signals); the next worker_cores run engines.
+Result<std::vector<unsigned>> Appliance::worker_lcores() const {
+  const config::AggConfig& cfg = config_;
   const uint32_t n = cfg.dataplane.worker_cores;
   std::vector<unsigned> workers;
   unsigned l = 0;
@@ -96,38 +115,49 @@ Status Appliance::start_impl() {
         cfg.path + ": eal.lcores: \"" + cfg.eal.lcores + "\" gives " + std::to_string(workers.size()) +
         " worker lcore(s) but dataplane.worker_cores = " + std::to_string(n) + " (the first lcore is the main lcore)");
   }
+  return workers;
+}
 
-  // Port.
+// The data port, configured (started later, once the cores' queues are set up).
+Status Appliance::open_port() {
+  const config::AggConfig& cfg = config_;
+  const uint32_t n = cfg.dataplane.worker_cores;
   Result<std::unique_ptr<Port>> port = Port::open(cfg, n);
   if (!port.ok()) return port.status();
   port_ = std::move(port.value());
+  return {};
+}
+
+// Neighbour resolution (next hops of results), started before the lcores run.
+Status Appliance::start_neighbours() {
+  const config::AggConfig& cfg = config_;
   const PortInfo& pi = port_->info();
-
-  // Neighbour resolution (next hops of results), started before the lcores run.
-  {
-    neighbour::ResolverOptions ro;
-    std::copy(pi.mac, pi.mac + 6, ro.local_mac);
-    ro.local_ip = pi.ipv4;
-    uint32_t gateway = 0;
-    if (!cfg.port.gateway.empty()) {
-      const std::optional<uint32_t> ip = parse_ipv4(cfg.port.gateway);
-      if (!ip) {
-        return Status::invalid_argument(cfg.path + ": port.gateway: \"" + cfg.port.gateway +
-                                        "\" is not an IPv4 address");
-      }
-      gateway = *ip;
+  neighbour::ResolverOptions ro;
+  std::copy(pi.mac, pi.mac + 6, ro.local_mac);
+  ro.local_ip = pi.ipv4;
+  uint32_t gateway = 0;
+  if (!cfg.port.gateway.empty()) {
+    const std::optional<uint32_t> ip = parse_ipv4(cfg.port.gateway);
+    if (!ip) {
+      return Status::invalid_argument(cfg.path + ": port.gateway: \"" + cfg.port.gateway + "\" is not an IPv4 address");
     }
-    std::vector<neighbour::Route> routes;
-    for (const config::RouteConfig& r : cfg.port.routes) routes.push_back({r.prefix, r.len, r.via});
-    ro.routes = neighbour::RoutingTable(pi.ipv4, cfg.port.prefix_len, gateway, std::move(routes));
-    ro.refresh_ms = cfg.port.arp_refresh_ms;
-    log("neighbours: " + ro.routes.describe() + "; ARP refresh every " + std::to_string(ro.refresh_ms) + " ms");
-    neighbours_ =
-        std::make_unique<NeighbourService>(std::move(ro), pi.socket_id, [this](const std::string& line) { log(line); });
-    SUMCAST_RETURN_IF_ERROR(neighbours_->start());
+    gateway = *ip;
   }
+  std::vector<neighbour::Route> routes;
+  for (const config::RouteConfig& r : cfg.port.routes) routes.push_back({r.prefix, r.len, r.via});
+  ro.routes = neighbour::RoutingTable(pi.ipv4, cfg.port.prefix_len, gateway, std::move(routes));
+  ro.refresh_ms = cfg.port.arp_refresh_ms;
+  log("neighbours: " + ro.routes.describe() + "; ARP refresh every " + std::to_string(ro.refresh_ms) + " ms");
+  neighbours_ =
+      std::make_unique<NeighbourService>(std::move(ro), pi.socket_id, [this](const std::string& line) { log(line); });
+  return neighbours_->start();
+}
 
-  // Per-core contexts.
+// Per-core contexts: rings, engine, tx sink, for each worker lcore.
+Status Appliance::build_cores(const std::vector<unsigned>& workers) {
+  const config::AggConfig& cfg = config_;
+  const uint32_t n = cfg.dataplane.worker_cores;
+  const PortInfo& pi = port_->info();
   const bool shared_tx = pi.queues < n;
   tx_locks_.resize(pi.queues);
   for (rte_spinlock_t& lock : tx_locks_) rte_spinlock_init(&lock);
@@ -191,7 +221,15 @@ Status Appliance::start_impl() {
   std::vector<LcoreContext*> all;
   for (auto& c : cores_) all.push_back(c.get());
   for (auto& c : cores_) c->peers = all;
+  return {};
+}
 
+// The port started, then what it and the cores are, logged.
+Status Appliance::start_port() {
+  const config::AggConfig& cfg = config_;
+  const uint32_t n = cfg.dataplane.worker_cores;
+  const PortInfo& pi = port_->info();
+  const bool shared_tx = pi.queues < n;
   SUMCAST_RETURN_IF_ERROR(port_->start());
   log("port " + pi.device + " (" + pi.driver + ") mac " + format_mac(pi.mac) + " ipv4 " + format_ipv4(pi.ipv4) +
       " mtu " + std::to_string(pi.mtu) + " queues " + std::to_string(pi.queues) + "/" + std::to_string(pi.max_queues) +
@@ -215,8 +253,11 @@ Status Appliance::start_impl() {
       (port_->xdp() != nullptr
            ? " (XDP program id " + std::to_string(port_->xdp()->prog_id()) + " on " + port_->xdp()->iface() + ")"
            : ""));
+  return {};
+}
 
-  // Launch and wait (bounded) until every loop runs.
+// Launch and wait (bounded) until every loop runs.
+Status Appliance::launch_lcores() {
   for (auto& c : cores_) {
     const int rc = launch_lcore(*c);
     if (rc != 0) {
@@ -237,13 +278,21 @@ Status Appliance::start_impl() {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
+  return {};
+}
 
-  // Control plane.
+// Control plane: the server workers register with, handing jobs to the lcores.
+Status Appliance::start_control(std::string token) {
+  const config::AggConfig& cfg = config_;
+  const uint32_t n = cfg.dataplane.worker_cores;
+  const PortInfo& pi = port_->info();
+  std::vector<LcoreContext*> all;
+  for (auto& c : cores_) all.push_back(c.get());
   sink_ = std::make_unique<LcoreJobSink>(all, options_.ack_timeout_ms);
   control::ServerOptions so;
   so.listen_address = cfg.control.listen_address;
   so.port = cfg.control.port;
-  so.token = std::move(token.value());
+  so.token = std::move(token);
   so.max_connections = cfg.control.max_connections;
   so.job_timeout_ms = cfg.control.job_timeout_ms;
   so.register_timeout_ms = cfg.control.register_timeout_ms;
@@ -271,11 +320,15 @@ Status Appliance::start_impl() {
     so.multicast_base_ip = *group;
   }
   server_ = std::make_unique<control::Server>(std::move(so), sink_.get());
-  st = server_->start();
+  const Status st = server_->start();
   if (!st.ok()) return Status(st.code(), "control server: " + st.message());
   log("control: listening on " + cfg.control.listen_address + ":" + std::to_string(server_->bound_port()));
+  return {};
+}
 
-  // Telemetry.
+// Telemetry: DPDK telemetry commands over the appliance's parts.
+Status Appliance::start_dpdk_telemetry() {
+  const config::AggConfig& cfg = config_;
   for (auto& c : cores_) telemetry_.cores.push_back(c.get());
   telemetry_.server = server_.get();
   telemetry_.config = &config_;
@@ -287,6 +340,12 @@ Status Appliance::start_impl() {
     log(std::string("telemetry: ") + rte_eal_get_runtime_dir() +
         "/dpdk_telemetry.v2 (/sumcast/stats, /sumcast/jobs, /sumcast/config, /sumcast/port)");
   }
+  return {};
+}
+
+// Telemetry: the Prometheus endpoint, when configured.
+Status Appliance::start_prometheus() {
+  const config::AggConfig& cfg = config_;
   if (!cfg.telemetry.prometheus_address.empty()) {
     telemetry::HttpServerOptions ho;
     ho.address = cfg.telemetry.prometheus_address;

@@ -5,6 +5,12 @@
 // job_timeout_ms or a member's connection drops. The server never touches lcore state: it hands
 // jobs to the dataplane through a JobSink.
 //
+// Inside, two parts on the server's one thread: a connection loop (src/connection_loop.h: the
+// listener, poll(2), framing, HELLO, io timeouts) feeds decoded messages to a job registry
+// (job_registry.h: jobs, the registration barrier, register and no-progress timeouts, aborts),
+// which answers through the loop by connection id. The registry's timeouts run on an injectable
+// clock, so they are tested without sockets or waiting.
+//
 // Thread safety: start()/stop() from one thread; the server runs its own thread; jobs() and
 // counters() may be called from any thread.
 #pragma once

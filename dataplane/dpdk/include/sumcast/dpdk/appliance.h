@@ -2,12 +2,14 @@
 // server, telemetry. sumcastd's main only parses its command line, calls start(), waits for a
 // signal and calls shutdown().
 //
-// start() order: EAL (args and hugepage choice logged) -> port (configured) -> per-core engines,
-// rings and tx sinks -> port started -> lcores launched and seen running -> control server
-// listening -> telemetry (DPDK commands, Prometheus endpoint). Every step is checked before the next; a failure undoes
-// what was done. shutdown() order: metrics server stop -> control server stop (it aborts every job through the lcores)
-// -> telemetry off
-// -> stop flag -> rte_eal_mp_wait_lcore -> port stop/close -> counters summary -> rte_eal_cleanup.
+// start() order (start_impl(), one function a phase): token read -> EAL (args and hugepage
+// choice logged) -> worker lcores counted -> port (configured) -> neighbour service (routes, ARP)
+// -> per-core engines, rings and tx sinks -> port started (port, cores and offload plan logged) ->
+// lcores launched and seen running -> control server listening -> DPDK telemetry commands ->
+// Prometheus endpoint. Every step is checked before the next; a failure undoes what was done.
+// shutdown() order: metrics server stop -> control server stop (it aborts every job through the
+// lcores) -> telemetry off -> stop flag -> rte_eal_mp_wait_lcore -> port stop/close -> counters
+// summary -> rte_eal_cleanup.
 //
 // Thread safety: start()/shutdown()/stats_line() from the main thread. Only one Appliance per
 // process (EAL).
@@ -63,7 +65,17 @@ class Appliance {
 
  private:
   Appliance() = default;
-  Status start_impl();
+  Status start_impl();  // the phases below, in order
+  Status start_eal();
+  Result<std::vector<unsigned>> worker_lcores() const;
+  Status open_port();
+  Status start_neighbours();
+  Status build_cores(const std::vector<unsigned>& workers);
+  Status start_port();
+  Status launch_lcores();
+  Status start_control(std::string token);
+  Status start_dpdk_telemetry();
+  Status start_prometheus();
   void log(const std::string& line) const;
 
   config::AggConfig config_;
