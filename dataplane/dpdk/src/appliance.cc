@@ -284,7 +284,7 @@ Status Appliance::start_control(std::string token) {
   for (auto& c : cores_) all.push_back(c.get());
   sink_ = std::make_unique<LcoreJobSink>(all, options_.ack_timeout_ms);
   control::ServerOptions so;
-  so.listen_address = format_ipv4(cfg.control.listen_address);
+  so.listen_ip = cfg.control.listen_address;
   so.port = cfg.control.port;
   so.token = std::move(token);
   so.max_connections = cfg.control.max_connections;
@@ -332,7 +332,8 @@ Status Appliance::start_prometheus() {
   const config::AggConfig& cfg = config_;
   if (cfg.telemetry.prometheus_address) {
     telemetry::HttpServerOptions ho;
-    ho.address = cfg.telemetry.prometheus_address->text();
+    ho.ip = cfg.telemetry.prometheus_address->address;
+    ho.port = cfg.telemetry.prometheus_address->port;
     const TelemetrySource* source = &telemetry_;
     ho.routes.push_back({"/metrics", "Prometheus text format (version 0.0.4)", [source] {
                            return telemetry::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
