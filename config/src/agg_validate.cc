@@ -108,8 +108,8 @@ class Validator {
     if (first == 0 || first == 127 || first >= 224) return error(key, what + " is not a unicast host address");
     if (gw == local) return error(key, what + " is port.ipv4 itself");
     if (port.prefix_len == 0) {
-      return error(key, what + " needs the port's subnet: set port.prefix_len (the length of " + detail::format_ipv4(local) +
-                            "'s subnet) so that the gateway is on-link");
+      return error(key, what + " needs the port's subnet: set port.prefix_len (the length of " +
+                            detail::format_ipv4(local) + "'s subnet) so that the gateway is on-link");
     }
     const uint32_t mask = ~uint32_t{0} << (32 - port.prefix_len);
     if ((gw & mask) != (local & mask)) {
@@ -179,8 +179,8 @@ class Validator {
     }
     const uint64_t last = uint64_t{dp.multicast_group} + dp.max_jobs - 1;
     if (last > 0xEFFFFFFFu) {
-      return error("dataplane.multicast_group", group + " + dataplane.max_jobs " +
-                                                    std::to_string(dp.max_jobs) + " groups runs past 239.255.255.255");
+      return error("dataplane.multicast_group", group + " + dataplane.max_jobs " + std::to_string(dp.max_jobs) +
+                                                    " groups runs past 239.255.255.255");
     }
     return {};
   }

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "config_test_util.h"
-#include "sumcast/ipv4.h"
 #include "sumcast/config/agg_config.h"
+#include "sumcast/ipv4.h"
 
 namespace sumcast::config {
 namespace {

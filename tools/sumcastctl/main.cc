@@ -346,10 +346,10 @@ Json config_json(const sumcast::config::AggConfig& c) {
                              {"job_timeout_ms", u(k.job_timeout_ms)},
                              {"register_timeout_ms", u(k.register_timeout_ms)},
                              {"io_timeout_ms", u(k.io_timeout_ms)}})},
-      {"telemetry", V::object({{"dpdk_telemetry", V(t.dpdk_telemetry)},
-                               {"prometheus_address",
-                                V(t.prometheus_address ? t.prometheus_address->text() : std::string())},
-                               {"stats_interval_ms", u(t.stats_interval_ms)}})},
+      {"telemetry",
+       V::object({{"dpdk_telemetry", V(t.dpdk_telemetry)},
+                  {"prometheus_address", V(t.prometheus_address ? t.prometheus_address->text() : std::string())},
+                  {"stats_interval_ms", u(t.stats_interval_ms)}})},
   });
 }
 

@@ -305,8 +305,7 @@ Status Appliance::start_control(std::string token) {
   server_ = std::make_unique<control::Server>(std::move(so), sink_.get());
   const Status st = server_->start();
   if (!st.ok()) return Status(st.code(), "control server: " + st.message());
-  log("control: listening on " + format_ipv4(cfg.control.listen_address) + ":" +
-      std::to_string(server_->bound_port()));
+  log("control: listening on " + format_ipv4(cfg.control.listen_address) + ":" + std::to_string(server_->bound_port()));
   return {};
 }
 
