@@ -175,6 +175,43 @@ class Parser {
             }};
   }
 
+  // A string key that stands for a typed value: `store` converts the text and stores it, or returns
+  // what is wrong with it (the message after the key). "" is an error unless `allow_empty`; then
+  // it leaves the default (unset) in place.
+  using Store = std::function<std::optional<std::string>(const std::string& text)>;
+  Field typed_field(const char* key, bool allow_empty, Store store) {
+    return {key, [this, allow_empty, store = std::move(store)](const Setting& s, const std::string& path) -> Status {
+              std::string value;
+              SUMCAST_RETURN_IF_ERROR(read_string(s, path, &value));
+              if (value.empty()) return allow_empty ? Status() : error(s, path, "must not be empty");
+              if (const std::optional<std::string> wrong = store(value)) return error(s, path, *wrong);
+              return {};
+            }};
+  }
+
+  // A dotted quad, into `dst` (a uint32_t or an optional one).
+  template <typename T>
+  Field ipv4_field(const char* key, T* dst, bool allow_empty) {
+    return typed_field(key, allow_empty, [dst](const std::string& text) -> std::optional<std::string> {
+      const std::optional<uint32_t> address = detail::parse_ipv4(text);
+      if (!address) return in_quotes(text) + " is not a dotted-quad IPv4 address";
+      *dst = *address;
+      return std::nullopt;
+    });
+  }
+
+  // port.mac: a unicast address the port can take as its own.
+  Field mac_field(const char* key, std::optional<MacAddress>* dst) {
+    return typed_field(key, true, [dst](const std::string& text) -> std::optional<std::string> {
+      const std::optional<MacAddress> mac = parse_mac(text);
+      if (!mac) return in_quotes(text) + " is not a MAC address (aa:bb:cc:dd:ee:ff)";
+      if (((*mac)[0] & 0x01) != 0) return text + " is a multicast address";
+      if (*mac == MacAddress{}) return text + " is all zeros";
+      *dst = *mac;
+      return std::nullopt;
+    });
+  }
+
   Field bool_field(const char* key, bool* dst) {
     return {key, [this, dst](const Setting& s, const std::string& path) -> Status {
               if (s.getType() != Setting::TypeBoolean) return type_error(s, path, "a boolean");
@@ -236,10 +273,10 @@ class Parser {
     PortConfig& port = out_->port;
     return {
         string_field("device", &port.device, true),
-        string_field("mac", &port.mac, false),
-        string_field("ipv4", &port.ipv4, true),
+        mac_field("mac", &port.mac),
+        ipv4_field("ipv4", &port.ipv4, false),
         int_field("prefix_len", &port.prefix_len, 0, 32),
-        string_field("gateway", &port.gateway, false),
+        ipv4_field("gateway", &port.gateway, true),
         {"routes", [this, &port](const Setting& s, const std::string& path) { return read_routes(s, path, &port); }},
         int_field("arp_refresh_ms", &port.arp_refresh_ms, 1000, 3600000),
         int_field("dscp", &port.dscp, 0, 63),
@@ -264,7 +301,7 @@ class Parser {
         {"dtypes", [this, &dp](const Setting& s, const std::string& path) { return read_dtypes(s, path, &dp.dtypes); }},
         bool_field("verify_icrc", &dp.verify_icrc),
         bool_field("multicast", &dp.multicast),
-        string_field("multicast_group", &dp.multicast_group, true),
+        ipv4_field("multicast_group", &dp.multicast_group, false),
         int_field("mbufs", &dp.mbufs, 1023, 1048575),
         {"idle_poll",
          [this, &dp](const Setting& s, const std::string& path) -> Status {
@@ -324,7 +361,7 @@ class Parser {
     return {};
   }
 
-  Status read_dtypes(const Setting& s, const std::string& path, std::vector<std::string>* dst) const {
+  Status read_dtypes(const Setting& s, const std::string& path, std::vector<wire::Dtype>* dst) const {
     std::vector<std::string> names;
     std::vector<int> lines;
     SUMCAST_RETURN_IF_ERROR(read_string_list(s, path, &names, &lines));
@@ -333,11 +370,13 @@ class Parser {
     for (int d = 0; d < wire::kDtypeCount; ++d) {
       known += std::string(d == 0 ? "" : ", ") + wire::dtype_name(static_cast<wire::Dtype>(d));
     }
+    std::vector<wire::Dtype> dtypes;
     for (size_t i = 0; i < names.size(); ++i) {
       const std::string element_path = path + "[" + std::to_string(i) + "]";
       bool is_known = false;
-      for (int d = 0; d < wire::kDtypeCount; ++d) {
-        is_known = is_known || names[i] == wire::dtype_name(static_cast<wire::Dtype>(d));
+      for (int d = 0; d < wire::kDtypeCount && !is_known; ++d) {
+        is_known = names[i] == wire::dtype_name(static_cast<wire::Dtype>(d));
+        if (is_known) dtypes.push_back(static_cast<wire::Dtype>(d));
       }
       if (!is_known) {
         return detail::located_error(StatusCode::kInvalidArgument, name_, lines[i], element_path,
@@ -350,14 +389,14 @@ class Parser {
         }
       }
     }
-    *dst = std::move(names);
+    *dst = std::move(dtypes);
     return {};
   }
 
   std::vector<Field> control_fields() {
     ControlConfig& control = out_->control;
     return {
-        string_field("listen_address", &control.listen_address, true),
+        ipv4_field("listen_address", &control.listen_address, false),
         int_field("port", &control.port, 1, 65535),
         string_field("token_file", &control.token_file, true),
         int_field("max_connections", &control.max_connections, 1, 65536),
@@ -371,7 +410,12 @@ class Parser {
     TelemetryConfig& telemetry = out_->telemetry;
     return {
         bool_field("dpdk_telemetry", &telemetry.dpdk_telemetry),
-        string_field("prometheus_address", &telemetry.prometheus_address, false),
+        typed_field("prometheus_address", true,
+                    [&telemetry](const std::string& text) -> std::optional<std::string> {
+                      telemetry.prometheus_address = detail::parse_host_port(text);
+                      if (telemetry.prometheus_address) return std::nullopt;
+                      return in_quotes(text) + " is not \"ip:port\" (dotted quad, port 1..65535) or \"\"";
+                    }),
         int_field("stats_interval_ms", &telemetry.stats_interval_ms, 0, 3600000),
     };
   }
@@ -404,6 +448,15 @@ std::map<const Setting*, std::string> find_overflows(const Setting& root, const 
 }
 
 }  // namespace
+
+std::string Ipv4Endpoint::text() const { return format_ipv4(address) + ":" + std::to_string(port); }
+
+std::vector<std::string> dtype_names(const std::vector<wire::Dtype>& dtypes) {
+  std::vector<std::string> names;
+  names.reserve(dtypes.size());
+  for (const wire::Dtype d : dtypes) names.emplace_back(wire::dtype_name(d));
+  return names;
+}
 
 Result<AggConfig> parse_agg_config(const std::string& text, const std::string& name) {
   const detail::LiteralScan scan = detail::scan_literals(text);

@@ -23,7 +23,6 @@ class Validator {
   Status run() {
     SUMCAST_RETURN_IF_ERROR(check_lcores());
     SUMCAST_RETURN_IF_ERROR(check_device());
-    SUMCAST_RETURN_IF_ERROR(check_mac());
     SUMCAST_RETURN_IF_ERROR(check_ipv4());
     SUMCAST_RETURN_IF_ERROR(check_gateway());
     SUMCAST_RETURN_IF_ERROR(check_routes());
@@ -90,25 +89,12 @@ class Validator {
     return error("port.device", device + " is not in eal.allow (EAL probes only the devices listed there)");
   }
 
-  Status check_mac() const {
-    const std::string& mac = config_.port.mac;
-    if (mac.empty()) return {};
-    const auto bytes = detail::parse_mac(mac);
-    if (!bytes) return error("port.mac", in_quotes(mac) + " is not a MAC address (aa:bb:cc:dd:ee:ff)");
-    if (((*bytes)[0] & 0x01) != 0) return error("port.mac", mac + " is a multicast address");
-    bool all_zero = true;
-    for (uint8_t b : *bytes) all_zero = all_zero && b == 0;
-    if (all_zero) return error("port.mac", mac + " is all zeros");
-    return {};
-  }
-
+  // Addresses are typed (the parser checked their text); messages print them as dotted quads, the
+  // form they were written in.
   Status check_ipv4() const {
-    const std::string& text = config_.port.ipv4;
-    const std::optional<uint32_t> address = detail::parse_ipv4(text);
-    if (!address) return error("port.ipv4", in_quotes(text) + " is not a dotted-quad IPv4 address");
-    const uint32_t first = *address >> 24;
+    const uint32_t first = config_.port.ipv4 >> 24;
     if (first == 0 || first == 127 || first >= 224) {
-      return error("port.ipv4", text + " is not a unicast host address");
+      return error("port.ipv4", detail::format_ipv4(config_.port.ipv4) + " is not a unicast host address");
     }
     return {};
   }
@@ -117,13 +103,13 @@ class Validator {
   // `what` names it in messages; the port's address has been checked already.
   Status check_next_hop(const std::string& key, const std::string& what, uint32_t gw) const {
     const PortConfig& port = config_.port;
-    const uint32_t local = *detail::parse_ipv4(port.ipv4);
+    const uint32_t local = port.ipv4;
     const uint32_t first = gw >> 24;
     if (first == 0 || first == 127 || first >= 224) return error(key, what + " is not a unicast host address");
     if (gw == local) return error(key, what + " is port.ipv4 itself");
     if (port.prefix_len == 0) {
-      return error(key, what + " needs the port's subnet: set port.prefix_len (the length of " + port.ipv4 +
-                            "'s subnet) so that the gateway is on-link");
+      return error(key, what + " needs the port's subnet: set port.prefix_len (the length of " +
+                            detail::format_ipv4(local) + "'s subnet) so that the gateway is on-link");
     }
     const uint32_t mask = ~uint32_t{0} << (32 - port.prefix_len);
     if ((gw & mask) != (local & mask)) {
@@ -138,11 +124,9 @@ class Validator {
   }
 
   Status check_gateway() const {
-    const std::string& text = config_.port.gateway;
-    if (text.empty()) return {};
-    const std::optional<uint32_t> gw = detail::parse_ipv4(text);
-    if (!gw) return error("port.gateway", in_quotes(text) + " is not a dotted-quad IPv4 address");
-    return check_next_hop("port.gateway", text, *gw);
+    const std::optional<uint32_t>& gw = config_.port.gateway;
+    if (!gw) return {};
+    return check_next_hop("port.gateway", detail::format_ipv4(*gw), *gw);
   }
 
   Status check_routes() const {
@@ -188,32 +172,24 @@ class Validator {
 
   Status check_multicast_group() const {
     const DataplaneConfig& dp = config_.dataplane;
-    const std::optional<uint32_t> group = detail::parse_ipv4(dp.multicast_group);
-    if (!group) {
-      return error("dataplane.multicast_group",
-                   shown("dataplane.multicast_group", dp.multicast_group) + " is not a dotted-quad IPv4 address");
-    }
     if (!dp.multicast) return {};
-    if (!is_multicast(*group)) {
-      return error("dataplane.multicast_group",
-                   dp.multicast_group + " is not in 224.0.0.0/4 (dataplane.multicast is on)");
+    const std::string group = detail::format_ipv4(dp.multicast_group);
+    if (!is_multicast(dp.multicast_group)) {
+      return error("dataplane.multicast_group", group + " is not in 224.0.0.0/4 (dataplane.multicast is on)");
     }
-    const uint64_t last = uint64_t{*group} + dp.max_jobs - 1;
+    const uint64_t last = uint64_t{dp.multicast_group} + dp.max_jobs - 1;
     if (last > 0xEFFFFFFFu) {
-      return error("dataplane.multicast_group", dp.multicast_group + " + dataplane.max_jobs " +
-                                                    std::to_string(dp.max_jobs) + " groups runs past 239.255.255.255");
+      return error("dataplane.multicast_group", group + " + dataplane.max_jobs " + std::to_string(dp.max_jobs) +
+                                                    " groups runs past 239.255.255.255");
     }
     return {};
   }
 
   Status check_listen_address() const {
-    const std::string& text = config_.control.listen_address;
-    const std::optional<uint32_t> address = detail::parse_ipv4(text);
-    if (!address) {
-      return error("control.listen_address",
-                   shown("control.listen_address", text) + " is not a dotted-quad IPv4 address");
+    const uint32_t address = config_.control.listen_address;
+    if ((address >> 24) >= 224) {
+      return error("control.listen_address", detail::format_ipv4(address) + " is not a unicast address");
     }
-    if ((*address >> 24) >= 224) return error("control.listen_address", text + " is not a unicast address");
     return {};
   }
 
@@ -226,15 +202,10 @@ class Validator {
   }
 
   Status check_prometheus_address() const {
-    const std::string& text = config_.telemetry.prometheus_address;
-    if (text.empty()) return {};
-    const std::optional<detail::HostPort> endpoint = detail::parse_host_port(text);
-    if (!endpoint) {
-      return error("telemetry.prometheus_address",
-                   in_quotes(text) + " is not \"ip:port\" (dotted quad, port 1..65535) or \"\"");
-    }
-    const std::optional<uint32_t> control = detail::parse_ipv4(config_.control.listen_address);
-    const bool same_address = control && (*control == 0 || endpoint->address == 0 || *control == endpoint->address);
+    const std::optional<Ipv4Endpoint>& endpoint = config_.telemetry.prometheus_address;
+    if (!endpoint) return {};
+    const uint32_t control = config_.control.listen_address;
+    const bool same_address = control == 0 || endpoint->address == 0 || control == endpoint->address;
     if (same_address && endpoint->port == config_.control.port) {
       return error("telemetry.prometheus_address",
                    "port " + std::to_string(endpoint->port) + " is also control.port on the same address");

@@ -157,26 +157,14 @@ class LcoreParser {
 
 }  // namespace
 
-std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view text) {
-  std::array<uint8_t, 6> mac{};
-  for (size_t i = 0; i < mac.size(); ++i) {
-    if (i > 0 && !take_char(text, ':')) return std::nullopt;
-    const std::optional<uint32_t> byte = take_hex(text, 2);
-    if (!byte) return std::nullopt;
-    mac[i] = static_cast<uint8_t>(*byte);
-  }
-  if (!text.empty()) return std::nullopt;
-  return mac;
-}
-
-std::optional<HostPort> parse_host_port(std::string_view text) {
+std::optional<Ipv4Endpoint> parse_host_port(std::string_view text) {
   const size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) return std::nullopt;
   const std::optional<uint32_t> address = parse_ipv4(text.substr(0, colon));
   std::string_view port_text = text.substr(colon + 1);
   const std::optional<uint32_t> port = take_decimal(port_text, 65535);
   if (!address || !port || !port_text.empty() || *port == 0) return std::nullopt;
-  return HostPort{*address, static_cast<uint16_t>(*port)};
+  return Ipv4Endpoint{*address, static_cast<uint16_t>(*port)};
 }
 
 Result<int> count_lcores(std::string_view text) { return LcoreParser(text).run(); }

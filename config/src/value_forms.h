@@ -1,14 +1,14 @@
-// The textual forms agg.conf values take: dotted-quad IPv4, MAC, "ip:port", DPDK lcore lists
-// and PCI addresses. Strict parsers: anything they do not fully consume is rejected.
+// The textual forms agg.conf values take: dotted-quad IPv4, "ip:port", DPDK lcore lists and PCI
+// addresses (MACs: sumcast/mac.h). Strict parsers: anything they do not fully consume is rejected.
 // Thread safety: pure functions.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "sumcast/config/agg_config.h"
 #include "sumcast/ipv4.h"
 #include "sumcast/status.h"
 
@@ -18,15 +18,8 @@ namespace sumcast::config::detail {
 using ::sumcast::format_ipv4;
 using ::sumcast::parse_ipv4;
 
-// "aa:bb:cc:dd:ee:ff" (hex, either case).
-std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view text);
-
-struct HostPort {
-  uint32_t address = 0;  // host byte order
-  uint16_t port = 0;     // 1..65535
-};
 // "a.b.c.d:port".
-std::optional<HostPort> parse_host_port(std::string_view text);
+std::optional<Ipv4Endpoint> parse_host_port(std::string_view text);
 
 // Lcore ids DPDK accepts by default (RTE_MAX_LCORE of a default 22.11 build) and CPU ids
 // (CPU_SETSIZE) an lcore may be pinned to.

@@ -1,10 +1,12 @@
-// The other header-only basics: IPv4 text (the one parser every component uses) and Status's
+// The other header-only basics: IPv4 and MAC text (the one parser of each that every component
+// uses) and Status's
 // detail, which lets callers tell causes apart without reading messages.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "sumcast/ipv4.h"
+#include "sumcast/mac.h"
 #include "sumcast/status.h"
 
 namespace sumcast {
@@ -26,6 +28,22 @@ TEST(Ipv4, FormatIsTheInverseOfParse) {
     ASSERT_TRUE(ip.has_value()) << text;
     EXPECT_EQ(format_ipv4(*ip), text);
   }
+}
+
+TEST(Mac, ParsesSixHexBytesInEitherCase) {
+  EXPECT_EQ(parse_mac("02:00:00:aa:BB:0f"), (MacAddress{0x02, 0x00, 0x00, 0xAA, 0xBB, 0x0F}));
+  EXPECT_EQ(parse_mac("ff:ff:ff:ff:ff:ff"), (MacAddress{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}));
+  for (const char* bad : {"", "02:00:00:00:00", "02:00:00:00:00:01:", "02-00-00-00-00-01", "02:00:00:00:00:0g",
+                          "2:00:00:00:00:01:", "02:00:00:00:00:001", " 02:00:00:00:00:01", "02:00:00:00:0:001"}) {
+    EXPECT_FALSE(parse_mac(bad).has_value()) << bad;
+  }
+}
+
+TEST(Mac, FormatIsLowerCaseAndParsesBack) {
+  const MacAddress mac{0x02, 0x00, 0x5E, 0xAB, 0xCD, 0xEF};
+  EXPECT_EQ(format_mac(mac), "02:00:5e:ab:cd:ef");
+  EXPECT_EQ(format_mac(mac.data()), "02:00:5e:ab:cd:ef");
+  EXPECT_EQ(parse_mac(format_mac(mac)), mac);
 }
 
 TEST(StatusDetail, IsKeptThroughContextAndAbsentByDefault) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config_test_util.h"
+#include "sumcast/ipv4.h"
 
 namespace sumcast::config {
 namespace {
@@ -40,7 +41,8 @@ TEST(AggConfigParse, AlmostEmptyFileTakesEveryDefault) {
   EXPECT_TRUE(c.eal.vdevs.empty());
   EXPECT_TRUE(c.eal.allow.empty());
   EXPECT_TRUE(c.eal.extra_args.empty());
-  EXPECT_EQ(c.port.mac, "");
+  EXPECT_FALSE(c.port.mac.has_value());
+  EXPECT_FALSE(c.port.gateway.has_value());
   EXPECT_EQ(c.port.mtu, 1500);
   EXPECT_EQ(c.port.rx_desc, 1024);
   EXPECT_EQ(c.port.tx_desc, 1024);
@@ -52,23 +54,25 @@ TEST(AggConfigParse, AlmostEmptyFileTakesEveryDefault) {
   EXPECT_EQ(c.dataplane.max_jobs, 16u);
   EXPECT_EQ(c.dataplane.max_ranks, 64u);
   EXPECT_EQ(c.dataplane.max_payload_bytes, 1024u);
-  EXPECT_EQ(c.dataplane.dtypes, (std::vector<std::string>{"fp32", "fp16", "bf16", "int32", "fp64"}));
+  EXPECT_EQ(c.dataplane.dtypes, (std::vector<wire::Dtype>{wire::Dtype::kFp32, wire::Dtype::kFp16, wire::Dtype::kBf16,
+                                                          wire::Dtype::kInt32, wire::Dtype::kFp64}));
+  EXPECT_EQ(dtype_names(c.dataplane.dtypes), (std::vector<std::string>{"fp32", "fp16", "bf16", "int32", "fp64"}));
   EXPECT_TRUE(c.dataplane.verify_icrc);
   EXPECT_FALSE(c.dataplane.multicast);
-  EXPECT_EQ(c.dataplane.multicast_group, "239.255.77.0");
+  EXPECT_EQ(format_ipv4(c.dataplane.multicast_group), "239.255.77.0");
   EXPECT_EQ(c.dataplane.mbufs, 16383u);
-  EXPECT_EQ(c.control.listen_address, "0.0.0.0");
+  EXPECT_EQ(c.control.listen_address, 0u);
   EXPECT_EQ(c.control.port, 4790);
   EXPECT_EQ(c.control.max_connections, 256u);
   EXPECT_EQ(c.control.job_timeout_ms, 10000u);
   EXPECT_EQ(c.control.register_timeout_ms, 60000u);
   EXPECT_EQ(c.control.io_timeout_ms, 5000u);
   EXPECT_TRUE(c.telemetry.dpdk_telemetry);
-  EXPECT_EQ(c.telemetry.prometheus_address, "");
+  EXPECT_FALSE(c.telemetry.prometheus_address.has_value());
   EXPECT_EQ(c.telemetry.stats_interval_ms, 0u);
   // What the file did set.
   EXPECT_EQ(c.port.device, "net_null0");
-  EXPECT_EQ(c.port.ipv4, "10.0.0.1");
+  EXPECT_EQ(c.port.ipv4, 0x0A000001u);
   EXPECT_EQ(c.control.token_file, "/etc/sumcast/token");
   EXPECT_EQ(c.key_lines.at("port.device"), 1);
   EXPECT_EQ(c.key_lines.at("control.token_file"), 2);
@@ -90,6 +94,8 @@ port = {
   device = "net_ring0";
   mac = "02:00:00:00:00:01";
   ipv4 = "10.1.2.3";
+  prefix_len = 24;
+  gateway = "10.1.2.254";
   mtu = 9000;
   rx_desc = 4096;
   tx_desc = 0x100;              # hex
@@ -135,8 +141,10 @@ telemetry = {
   EXPECT_EQ(c.eal.allow, (std::vector<std::string>{"0000:3b:00.0"}));
   EXPECT_EQ(c.eal.extra_args, (std::vector<std::string>{"--log-level=8"}));
   EXPECT_EQ(c.port.device, "net_ring0");
-  EXPECT_EQ(c.port.mac, "02:00:00:00:00:01");
-  EXPECT_EQ(c.port.ipv4, "10.1.2.3");
+  EXPECT_EQ(c.port.mac, (MacAddress{0x02, 0, 0, 0, 0, 0x01}));
+  EXPECT_EQ(c.port.ipv4, 0x0A010203u);
+  EXPECT_EQ(c.port.prefix_len, 24);
+  EXPECT_EQ(c.port.gateway, 0x0A0102FEu);
   EXPECT_EQ(c.port.mtu, 9000);
   EXPECT_EQ(c.port.rx_desc, 4096);
   EXPECT_EQ(c.port.tx_desc, 256);
@@ -148,12 +156,12 @@ telemetry = {
   EXPECT_EQ(c.dataplane.max_jobs, 8u);
   EXPECT_EQ(c.dataplane.max_ranks, 16u);
   EXPECT_EQ(c.dataplane.max_payload_bytes, 4096u);
-  EXPECT_EQ(c.dataplane.dtypes, (std::vector<std::string>{"bf16", "int32"}));
+  EXPECT_EQ(c.dataplane.dtypes, (std::vector<wire::Dtype>{wire::Dtype::kBf16, wire::Dtype::kInt32}));
   EXPECT_FALSE(c.dataplane.verify_icrc);
   EXPECT_TRUE(c.dataplane.multicast);
-  EXPECT_EQ(c.dataplane.multicast_group, "239.1.2.0");
+  EXPECT_EQ(c.dataplane.multicast_group, 0xEF010200u);
   EXPECT_EQ(c.dataplane.mbufs, 32767u);
-  EXPECT_EQ(c.control.listen_address, "127.0.0.1");
+  EXPECT_EQ(c.control.listen_address, 0x7F000001u);
   EXPECT_EQ(c.control.port, 5000);
   EXPECT_EQ(c.control.token_file, "tok");  // parse_agg_config leaves relative paths alone
   EXPECT_EQ(c.control.max_connections, 1000u);
@@ -161,7 +169,8 @@ telemetry = {
   EXPECT_EQ(c.control.register_timeout_ms, 3000u);
   EXPECT_EQ(c.control.io_timeout_ms, 400u);
   EXPECT_FALSE(c.telemetry.dpdk_telemetry);
-  EXPECT_EQ(c.telemetry.prometheus_address, "127.0.0.1:9479");
+  EXPECT_EQ(c.telemetry.prometheus_address, (Ipv4Endpoint{0x7F000001u, 9479}));
+  EXPECT_EQ(c.telemetry.prometheus_address->text(), "127.0.0.1:9479");
   EXPECT_EQ(c.telemetry.stats_interval_ms, 250u);
   EXPECT_EQ(c.key_lines.at("eal"), line_containing(text, "eal = {"));
   EXPECT_EQ(c.key_lines.at("port.mtu"), line_containing(text, "mtu = 9000"));

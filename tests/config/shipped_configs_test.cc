@@ -13,6 +13,7 @@
 
 #include "config_test_util.h"
 #include "sumcast/config/agg_config.h"
+#include "sumcast/ipv4.h"
 
 namespace sumcast::config {
 namespace {
@@ -127,8 +128,8 @@ TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
   // The test bed's keys: its af_packet port and its management address.
   EXPECT_EQ(c.eal.vdevs, std::vector<std::string>{"net_af_packet0,iface=d0,qpairs=1"});
   EXPECT_EQ(c.port.device, "net_af_packet0");
-  EXPECT_EQ(c.port.ipv4, "10.77.0.1");
-  EXPECT_EQ(c.control.listen_address, "10.77.0.2");
+  EXPECT_EQ(format_ipv4(c.port.ipv4), "10.77.0.1");
+  EXPECT_EQ(format_ipv4(c.control.listen_address), "10.77.0.2");
   // Compare the rest field by field against a default-constructed struct.
   EXPECT_EQ(c.eal.lcores, defaults.eal.lcores);
   EXPECT_EQ(c.eal.file_prefix, defaults.eal.file_prefix);

@@ -78,7 +78,7 @@ class ServerTest : public ::testing::Test {
  protected:
   static ServerOptions options() {
     ServerOptions o;
-    o.listen_address = "127.0.0.1";
+    o.listen_ip = 0x7F000001;  // 127.0.0.1
     o.port = 0;
     o.token = kToken;
     o.max_connections = 64;
@@ -910,7 +910,6 @@ TEST_F(ServerTest, StartRejectsUnusableOptions) {
   EXPECT_EQ(bad([](ServerOptions& o) { o.token.clear(); }).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad([](ServerOptions& o) { o.core_qpns.clear(); }).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad([](ServerOptions& o) { o.core_qpns = {0x1000000}; }).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad([](ServerOptions& o) { o.listen_address = "localhost"; }).code(), StatusCode::kInvalidArgument);
   // The port in use: a second server on the first one's port.
   start(options());
   ServerOptions o = options();

@@ -19,7 +19,7 @@ config::AggConfig base_config() {
   c.eal.memory_mb = 512;
   c.eal.vdevs = {"net_af_packet0,iface=d0"};
   c.port.device = "net_af_packet0";
-  c.port.ipv4 = "10.0.0.1";
+  c.port.ipv4 = 0x0A000001;  // 10.0.0.1
   return c;
 }
 

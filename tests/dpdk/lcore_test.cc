@@ -53,7 +53,7 @@ Port* test_port() {
     config::AggConfig c;
     c.path = "lcore_test";
     c.port.device = "net_ring0";
-    c.port.ipv4 = "10.0.0.1";
+    c.port.ipv4 = 0x0A000001;  // 10.0.0.1
     c.dataplane.mbufs = 4095;
     Result<std::unique_ptr<Port>> p = Port::open(c, 2);
     if (!p.ok()) {

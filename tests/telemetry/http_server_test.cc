@@ -1,6 +1,6 @@
 // Unit tests of sumcast::telemetry::HttpServer (civetweb underneath) over loopback: routes, HEAD,
 // errors (404, 405, civetweb's 400 for a malformed, oversized or unfinished request), a port
-// already taken, stop() with a client connected, and parse_address.
+// already taken, stop() with a client connected.
 #include "sumcast/telemetry/http_server.h"
 
 #include <arpa/inet.h>
@@ -59,7 +59,7 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     HttpServerOptions o;
-    o.address = "127.0.0.1:0";
+    o.ip = 0x7F000001;  // 127.0.0.1, a free port
     o.read_timeout_ms = 300;
     o.routes.push_back({"/metrics", "the metrics", [this] {
                           ++calls_;
@@ -137,28 +137,12 @@ TEST_F(HttpServerTest, StopReturnsWhileAClientHoldsAConnectionOpen) {
 }
 
 TEST(HttpServerStartTest, PortInUseIsAnErrorNamingTheAddress) {
-  auto first = HttpServer::start({"127.0.0.1:0", 1000, {}});
+  auto first = HttpServer::start({0x7F000001, 0, 1000, {}});
   ASSERT_TRUE(first.ok());
   const std::string address = "127.0.0.1:" + std::to_string((*first)->port());
-  auto second = HttpServer::start({address, 1000, {}});
+  auto second = HttpServer::start({0x7F000001, (*first)->port(), 1000, {}});
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find(address), std::string::npos) << second.status().message();
-  auto bad = HttpServer::start({"localhost:80", 1000, {}});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-}
-
-TEST(HttpServerStartTest, ParseAddressAcceptsDottedQuadAndPortOnly) {
-  uint32_t ip = 0;
-  uint16_t port = 0;
-  ASSERT_TRUE(parse_address("10.1.2.3:9790", &ip, &port));
-  EXPECT_EQ(ip, 0x0A010203u);
-  EXPECT_EQ(port, 9790);
-  ASSERT_TRUE(parse_address("0.0.0.0:0", &ip, &port));
-  EXPECT_EQ(port, 0);
-  for (const char* bad : {"", ":80", "1.2.3.4", "1.2.3.4:", "1.2.3.4:65536", "1.2.3:80", "1.2.3.4:8a", "1.2.3.4:-1"}) {
-    EXPECT_FALSE(parse_address(bad, &ip, &port)) << bad;
-  }
 }
 
 }  // namespace

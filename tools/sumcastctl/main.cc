@@ -32,6 +32,8 @@
 #include "sumcast/ctl/json.h"
 #include "sumcast/ctl/telemetry_client.h"
 #include "sumcast/ctl/watch.h"
+#include "sumcast/ipv4.h"
+#include "sumcast/mac.h"
 
 namespace {
 
@@ -304,6 +306,7 @@ Json config_json(const sumcast::config::AggConfig& c) {
   using V = Json;
   const auto u = [](uint64_t x) { return V(x); };
   const auto strings = [](const std::vector<std::string>& v) { return V(v); };
+  const auto ipv4 = [](uint32_t address) { return V(sumcast::format_ipv4(address)); };
   const auto& e = c.eal;
   const auto& p = c.port;
   const auto& d = c.dataplane;
@@ -320,8 +323,8 @@ Json config_json(const sumcast::config::AggConfig& c) {
                          {"allow", strings(e.allow)},
                          {"extra_args", strings(e.extra_args)}})},
       {"port", V::object({{"device", V(p.device)},
-                          {"mac", V(p.mac)},
-                          {"ipv4", V(p.ipv4)},
+                          {"mac", V(p.mac ? sumcast::format_mac(*p.mac) : std::string())},
+                          {"ipv4", ipv4(p.ipv4)},
                           {"mtu", u(p.mtu)},
                           {"rx_desc", u(p.rx_desc)},
                           {"tx_desc", u(p.tx_desc)}})},
@@ -331,21 +334,22 @@ Json config_json(const sumcast::config::AggConfig& c) {
                                {"max_jobs", u(d.max_jobs)},
                                {"max_ranks", u(d.max_ranks)},
                                {"max_payload_bytes", u(d.max_payload_bytes)},
-                               {"dtypes", strings(d.dtypes)},
+                               {"dtypes", strings(sumcast::config::dtype_names(d.dtypes))},
                                {"verify_icrc", V(d.verify_icrc)},
                                {"multicast", V(d.multicast)},
-                               {"multicast_group", V(d.multicast_group)},
+                               {"multicast_group", ipv4(d.multicast_group)},
                                {"mbufs", u(d.mbufs)}})},
-      {"control", V::object({{"listen_address", V(k.listen_address)},
+      {"control", V::object({{"listen_address", ipv4(k.listen_address)},
                              {"port", u(k.port)},
                              {"token_file", V(k.token_file)},
                              {"max_connections", u(k.max_connections)},
                              {"job_timeout_ms", u(k.job_timeout_ms)},
                              {"register_timeout_ms", u(k.register_timeout_ms)},
                              {"io_timeout_ms", u(k.io_timeout_ms)}})},
-      {"telemetry", V::object({{"dpdk_telemetry", V(t.dpdk_telemetry)},
-                               {"prometheus_address", V(t.prometheus_address)},
-                               {"stats_interval_ms", u(t.stats_interval_ms)}})},
+      {"telemetry",
+       V::object({{"dpdk_telemetry", V(t.dpdk_telemetry)},
+                  {"prometheus_address", V(t.prometheus_address ? t.prometheus_address->text() : std::string())},
+                  {"stats_interval_ms", u(t.stats_interval_ms)}})},
   });
 }
 

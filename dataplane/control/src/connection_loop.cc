@@ -72,11 +72,7 @@ const ConnectionLoop::Conn* ConnectionLoop::find(uint64_t id) const {
 // Start / stop
 
 Status ConnectionLoop::open() {
-  const std::optional<uint32_t> listen_ip = parse_ipv4(opt_.listen_address);
-  if (!listen_ip) {
-    return Status::invalid_argument("control: listen_address '" + opt_.listen_address + "' is not an IPv4 address");
-  }
-  const std::string where = opt_.listen_address + ":" + std::to_string(opt_.port);
+  const std::string where = format_ipv4(opt_.listen_ip) + ":" + std::to_string(opt_.port);
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return Status::from_errno("control: socket");
   const int one = 1;
@@ -87,7 +83,7 @@ Status ConnectionLoop::open() {
   }
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(*listen_ip);
+  sa.sin_addr.s_addr = htonl(opt_.listen_ip);
   sa.sin_port = htons(opt_.port);
   if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
     const int err = errno;

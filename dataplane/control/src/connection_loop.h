@@ -30,7 +30,7 @@ class ConnectionLoop final : public MemberLink {
   ConnectionLoop(const ConnectionLoop&) = delete;
   ConnectionLoop& operator=(const ConnectionLoop&) = delete;
 
-  Status open();  // binds and listens on opt.listen_address:opt.port, creates the wake-up fd
+  Status open();  // binds and listens on opt.listen_ip:opt.port, creates the wake-up fd
   void run();     // the server thread: returns after wake(), having shut every job and connection down
   void wake();    // any thread: makes run() return
   uint16_t port() const { return port_; }

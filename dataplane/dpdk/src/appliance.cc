@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "sumcast/ipv4.h"
+#include "sumcast/mac.h"
 #include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
 
@@ -135,14 +136,7 @@ Status Appliance::start_neighbours() {
   neighbour::ResolverOptions ro;
   std::copy(pi.mac, pi.mac + 6, ro.local_mac);
   ro.local_ip = pi.ipv4;
-  uint32_t gateway = 0;
-  if (!cfg.port.gateway.empty()) {
-    const std::optional<uint32_t> ip = parse_ipv4(cfg.port.gateway);
-    if (!ip) {
-      return Status::invalid_argument(cfg.path + ": port.gateway: \"" + cfg.port.gateway + "\" is not an IPv4 address");
-    }
-    gateway = *ip;
-  }
+  const uint32_t gateway = cfg.port.gateway.value_or(0);  // 0: none
   std::vector<neighbour::Route> routes;
   for (const config::RouteConfig& r : cfg.port.routes) routes.push_back({r.prefix, r.len, r.via});
   ro.routes = neighbour::RoutingTable(pi.ipv4, cfg.port.prefix_len, gateway, std::move(routes));
@@ -290,7 +284,7 @@ Status Appliance::start_control(std::string token) {
   for (auto& c : cores_) all.push_back(c.get());
   sink_ = std::make_unique<LcoreJobSink>(all, options_.ack_timeout_ms);
   control::ServerOptions so;
-  so.listen_address = cfg.control.listen_address;
+  so.listen_ip = cfg.control.listen_address;
   so.port = cfg.control.port;
   so.token = std::move(token);
   so.max_connections = cfg.control.max_connections;
@@ -301,28 +295,17 @@ Status Appliance::start_control(std::string token) {
   so.max_ranks = cfg.dataplane.max_ranks;
   so.slots_per_job = cfg.dataplane.slots_per_job;
   so.max_payload_bytes = cfg.dataplane.max_payload_bytes;
-  for (const std::string& name : cfg.dataplane.dtypes) {
-    for (int d = 0; d < wire::kDtypeCount; ++d) {
-      if (name == wire::dtype_name(static_cast<wire::Dtype>(d))) so.dtypes.push_back(static_cast<wire::Dtype>(d));
-    }
-  }
+  so.dtypes = cfg.dataplane.dtypes;
   std::copy(pi.mac, pi.mac + 6, so.data_mac);
   so.data_ip = pi.ipv4;
   for (uint32_t i = 0; i < n; ++i) so.core_qpns.push_back(kCoreQpnBase + i);
   so.next_hops = neighbours_.get();
   so.multicast = cfg.dataplane.multicast;
-  if (so.multicast) {
-    const std::optional<uint32_t> group = parse_ipv4(cfg.dataplane.multicast_group);
-    if (!group) {
-      return Status::invalid_argument(cfg.path + ": dataplane.multicast_group: \"" + cfg.dataplane.multicast_group +
-                                      "\" is not an IPv4 address");
-    }
-    so.multicast_base_ip = *group;
-  }
+  if (so.multicast) so.multicast_base_ip = cfg.dataplane.multicast_group;
   server_ = std::make_unique<control::Server>(std::move(so), sink_.get());
   const Status st = server_->start();
   if (!st.ok()) return Status(st.code(), "control server: " + st.message());
-  log("control: listening on " + cfg.control.listen_address + ":" + std::to_string(server_->bound_port()));
+  log("control: listening on " + format_ipv4(cfg.control.listen_address) + ":" + std::to_string(server_->bound_port()));
   return {};
 }
 
@@ -346,9 +329,10 @@ Status Appliance::start_dpdk_telemetry() {
 // Telemetry: the Prometheus endpoint, when configured.
 Status Appliance::start_prometheus() {
   const config::AggConfig& cfg = config_;
-  if (!cfg.telemetry.prometheus_address.empty()) {
+  if (cfg.telemetry.prometheus_address) {
     telemetry::HttpServerOptions ho;
-    ho.address = cfg.telemetry.prometheus_address;
+    ho.ip = cfg.telemetry.prometheus_address->address;
+    ho.port = cfg.telemetry.prometheus_address->port;
     const TelemetrySource* source = &telemetry_;
     ho.routes.push_back({"/metrics", "Prometheus text format (version 0.0.4)", [source] {
                            return telemetry::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
@@ -360,8 +344,7 @@ Status Appliance::start_prometheus() {
                     cfg.path + ": telemetry.prometheus_address: " + metrics.status().message());
     }
     metrics_ = std::move(metrics.value());
-    log("telemetry: prometheus on http://" +
-        cfg.telemetry.prometheus_address.substr(0, cfg.telemetry.prometheus_address.rfind(':')) + ":" +
+    log("telemetry: prometheus on http://" + format_ipv4(cfg.telemetry.prometheus_address->address) + ":" +
         std::to_string(metrics_->port()) + "/metrics");
   }
   return {};

@@ -8,6 +8,7 @@
 
 #include "sumcast/dpdk/port.h"
 #include "sumcast/ipv4.h"
+#include "sumcast/mac.h"
 #include "tsan_ring.h"
 
 namespace sumcast::dpdk {

@@ -18,6 +18,7 @@
 
 #include "sumcast/dpdk/lcore.h"
 #include "sumcast/ipv4.h"
+#include "sumcast/mac.h"
 #include "sumcast/nic_offload/flow_rules.h"
 #include "sumcast/wire/format.h"
 
@@ -81,12 +82,6 @@ std::string stat_name(const char* raw) {
 
 }  // namespace
 
-std::string format_mac(const uint8_t mac[6]) {
-  char buf[18];
-  std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
-  return buf;
-}
-
 Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32_t worker_cores) {
   std::unique_ptr<Port> port(new Port());
   PortInfo& info = port->info_;
@@ -94,9 +89,7 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
   info.device = pc.device;
   const std::string what = "port " + pc.device;
 
-  const std::optional<uint32_t> ipv4 = parse_ipv4(pc.ipv4);
-  if (!ipv4) return Status::invalid_argument(config.path + ": port.ipv4: \"" + pc.ipv4 + "\" is not an IPv4 address");
-  info.ipv4 = *ipv4;
+  info.ipv4 = pc.ipv4;
   uint16_t port_id = 0;
   if (rte_eth_dev_get_port_by_name(pc.device.c_str(), &port_id) != 0) {
     return Status::not_found(config.path + ": port.device: no DPDK port named \"" + pc.device +
@@ -191,13 +184,11 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
   }
 
   rte_ether_addr mac{};
-  if (pc.mac.empty()) {
+  if (!pc.mac) {
     rc = rte_eth_macaddr_get(port_id, &mac);
     if (rc != 0) return Status::io_error(what + ": reading its MAC: " + errno_text(rc));
   } else {
-    if (rte_ether_unformat_addr(pc.mac.c_str(), &mac) != 0) {
-      return Status::invalid_argument(config.path + ": port.mac: \"" + pc.mac + "\" is not a MAC address");
-    }
+    std::memcpy(mac.addr_bytes, pc.mac->data(), pc.mac->size());
     rte_ether_addr current{};
     if (rte_eth_macaddr_get(port_id, &current) != 0 || !rte_is_same_ether_addr(&current, &mac)) {
       // A MAC the port cannot take is still received in promiscuous mode.

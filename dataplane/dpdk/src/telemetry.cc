@@ -11,6 +11,7 @@
 
 #include "sumcast/counter.h"
 #include "sumcast/ipv4.h"
+#include "sumcast/mac.h"
 #include "sumcast/wire/format.h"
 
 #ifndef SUMCAST_VERSION
@@ -256,10 +257,10 @@ int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) 
   if (port != nullptr) {
     rte_tel_data_start_dict(port);
     rte_tel_data_add_dict_string(port, "device", telemetry_safe(c.port.device).c_str());
-    rte_tel_data_add_dict_string(port, "mac", telemetry_safe(c.port.mac).c_str());
-    rte_tel_data_add_dict_string(port, "ipv4", telemetry_safe(c.port.ipv4).c_str());
+    rte_tel_data_add_dict_string(port, "mac", c.port.mac ? format_mac(*c.port.mac).c_str() : "");
+    rte_tel_data_add_dict_string(port, "ipv4", format_ipv4(c.port.ipv4).c_str());
     rte_tel_data_add_dict_u64(port, "prefix_len", c.port.prefix_len);
-    rte_tel_data_add_dict_string(port, "gateway", telemetry_safe(c.port.gateway).c_str());
+    rte_tel_data_add_dict_string(port, "gateway", c.port.gateway ? format_ipv4(*c.port.gateway).c_str() : "");
     {
       std::vector<std::string> routes;
       for (const config::RouteConfig& r : c.port.routes) routes.push_back(r.text);
@@ -293,10 +294,10 @@ int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) 
     rte_tel_data_add_dict_u64(dp, "max_jobs", x.max_jobs);
     rte_tel_data_add_dict_u64(dp, "max_ranks", x.max_ranks);
     rte_tel_data_add_dict_u64(dp, "max_payload_bytes", x.max_payload_bytes);
-    add_container(dp, "dtypes", string_array(x.dtypes));
+    add_container(dp, "dtypes", string_array(config::dtype_names(x.dtypes)));
     rte_tel_data_add_dict_u64(dp, "verify_icrc", x.verify_icrc ? 1 : 0);
     rte_tel_data_add_dict_u64(dp, "multicast", x.multicast ? 1 : 0);
-    rte_tel_data_add_dict_string(dp, "multicast_group", telemetry_safe(x.multicast_group).c_str());
+    rte_tel_data_add_dict_string(dp, "multicast_group", format_ipv4(x.multicast_group).c_str());
     rte_tel_data_add_dict_u64(dp, "mbufs", x.mbufs);
     add_container(d, "dataplane", dp);
   }
@@ -304,7 +305,7 @@ int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) 
   if (ctl != nullptr) {
     const config::ControlConfig& x = c.control;
     rte_tel_data_start_dict(ctl);
-    rte_tel_data_add_dict_string(ctl, "listen_address", telemetry_safe(x.listen_address).c_str());
+    rte_tel_data_add_dict_string(ctl, "listen_address", format_ipv4(x.listen_address).c_str());
     rte_tel_data_add_dict_u64(ctl, "port", x.port);
     rte_tel_data_add_dict_string(ctl, "token_file", telemetry_safe(x.token_file).c_str());
     rte_tel_data_add_dict_u64(ctl, "max_connections", x.max_connections);
@@ -318,7 +319,8 @@ int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) 
   if (tel != nullptr) {
     rte_tel_data_start_dict(tel);
     rte_tel_data_add_dict_u64(tel, "dpdk_telemetry", c.telemetry.dpdk_telemetry ? 1 : 0);
-    rte_tel_data_add_dict_string(tel, "prometheus_address", telemetry_safe(c.telemetry.prometheus_address).c_str());
+    rte_tel_data_add_dict_string(tel, "prometheus_address",
+                                 c.telemetry.prometheus_address ? c.telemetry.prometheus_address->text().c_str() : "");
     rte_tel_data_add_dict_u64(tel, "stats_interval_ms", c.telemetry.stats_interval_ms);
     add_container(d, "telemetry", tel);
   }

@@ -353,7 +353,7 @@ Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
   s.tx_addr.resize(b * kTxPoolFactor);
 
   control::ServerOptions so;
-  so.listen_address = o.bind_ip;
+  so.listen_ip = ip;
   so.port = o.control_port;
   so.token = o.token;
   so.job_timeout_ms = o.job_timeout_ms;

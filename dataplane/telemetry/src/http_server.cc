@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -28,30 +27,10 @@ void init_civetweb_once() {
 
 }  // namespace
 
-bool parse_address(const std::string& text, uint32_t* ip, uint16_t* port) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 >= text.size()) return false;
-  const std::string host = text.substr(0, colon);
-  const std::string p = text.substr(colon + 1);
-  if (p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
-  const unsigned long v = std::strtoul(p.c_str(), nullptr, 10);
-  if (v > 65535) return false;
-  const std::optional<uint32_t> address = parse_ipv4(host);
-  if (!address) return false;
-  *ip = *address;
-  *port = static_cast<uint16_t>(v);
-  return true;
-}
-
 Result<std::unique_ptr<HttpServer>> HttpServer::start(HttpServerOptions options) {
   std::unique_ptr<HttpServer> s(new HttpServer());
   s->options_ = std::move(options);
-  const std::string& address = s->options_.address;
-  uint32_t ip = 0;
-  uint16_t port = 0;
-  if (!parse_address(address, &ip, &port)) {
-    return Status::invalid_argument("metrics server: \"" + address + "\" is not ip:port");
-  }
+  const std::string address = format_ipv4(s->options_.ip) + ":" + std::to_string(s->options_.port);
   init_civetweb_once();
   const std::string timeout = std::to_string(s->options_.read_timeout_ms);
   const std::string max_request = std::to_string(kMaxRequestBytes);
@@ -99,10 +78,7 @@ void HttpServer::stop() {
   if (ctx_ == nullptr) return;
   // civetweb's listening thread polls with a fixed quantum (2 s) before it sees the stop flag; a
   // connection to the listening port wakes it at once. The waker connects until mg_stop returns.
-  uint32_t ip = 0;
-  uint16_t unused = 0;
-  parse_address(options_.address, &ip, &unused);
-  if (ip == INADDR_ANY) ip = INADDR_LOOPBACK;
+  const uint32_t ip = options_.ip == INADDR_ANY ? INADDR_LOOPBACK : options_.ip;
   std::atomic<bool> stopped{false};
   std::thread waker([&] {
     while (!stopped.load(std::memory_order_acquire)) {

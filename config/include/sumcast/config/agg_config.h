@@ -1,17 +1,21 @@
 // agg.conf: the appliance's configuration (libconfig syntax). Reference: docs/agg.conf.md;
 // complete commented example: config/agg.conf. Every field states its default.
 //
-// load_agg_config parses and type-checks (unknown keys, wrong types and out-of-range values are
-// errors naming file, line and key); validate_agg_config does the cross-field checks. Both return
-// the first error found. Thread safety: plain values.
+// load_agg_config parses and type-checks (unknown keys, wrong types, out-of-range values and text
+// that is not the address, MAC or dtype it stands for are errors naming file, line and key), so the
+// fields below hold typed values that nothing parses again; validate_agg_config does the
+// cross-field checks. Both return the first error found. Thread safety: plain values.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sumcast/mac.h"
 #include "sumcast/status.h"
+#include "sumcast/wire/format.h"
 
 namespace sumcast::config {
 
@@ -40,12 +44,22 @@ struct RouteConfig {
   std::string text;  // as written
 };
 
+// "ip:port" (telemetry.prometheus_address).
+struct Ipv4Endpoint {
+  uint32_t address = 0;      // host byte order
+  uint16_t port = 0;         // 1..65535
+  std::string text() const;  // "a.b.c.d:port"
+  bool operator==(const Ipv4Endpoint&) const = default;
+};
+
+// IPv4 addresses below are host byte order; sumcast/ipv4.h prints them.
 struct PortConfig {
-  std::string device;      // port.device (required): DPDK device name, e.g. "net_af_packet0" or "0000:3b:00.0"
-  std::string mac;         // port.mac: "" = the port's own MAC
-  std::string ipv4;        // port.ipv4 (required): the appliance's data address, dotted quad
-  uint8_t prefix_len = 0;  // port.prefix_len: the data subnet's length, 0..32; 0 = every address on-link
-  std::string gateway;     // port.gateway: default gateway for off-link members (dotted quad, on-link); "" = none
+  std::string device;             // port.device (required): DPDK device name, e.g. "net_af_packet0" or "0000:3b:00.0"
+  std::optional<MacAddress> mac;  // port.mac: "aa:bb:cc:dd:ee:ff"; unset ("") = the port's own MAC
+  uint32_t ipv4 = 0;              // port.ipv4 (required): the appliance's data address, dotted quad
+  uint8_t prefix_len = 0;         // port.prefix_len: the data subnet's length, 0..32; 0 = every address on-link
+  // port.gateway: default gateway for off-link members (dotted quad, on-link); unset ("") = none
+  std::optional<uint32_t> gateway;
   std::vector<RouteConfig> routes;  // port.routes: [ "prefix/len via gateway", ... ]
   uint32_t arp_refresh_ms = 30000;  // port.arp_refresh_ms: a next hop's MAC is re-confirmed after, 1000..3600000
   uint8_t dscp = 0;                 // port.dscp: DSCP of every IPv4 frame the appliance sends, 0..63
@@ -63,20 +77,23 @@ struct DataplaneConfig {
   uint32_t max_jobs = 16;             // dataplane.max_jobs: 1..4096
   uint32_t max_ranks = 64;            // dataplane.max_ranks: 2..4096 per job
   uint32_t max_payload_bytes = 1024;  // dataplane.max_payload_bytes: 64..4096, multiple of 64
-  std::vector<std::string> dtypes = {"fp32", "fp16", "bf16", "int32", "fp64"};  // dataplane.dtypes accepted
-  bool verify_icrc = true;                                                      // dataplane.verify_icrc
-  bool multicast = false;  // dataplane.multicast: jobs that ask get results by IPv4 multicast (else per member)
-  std::string multicast_group = "239.255.77.0";  // dataplane.multicast_group: first group; base + i, i < max_jobs
-  uint32_t mbufs = 16383;                        // dataplane.mbufs: mempool size, 1023..1048575
-  bool idle_adaptive = false;                    // dataplane.idle_poll: "busy" (false) or "adaptive"
-  uint32_t idle_sleep_us = 100;                  // dataplane.idle_sleep_us: longest idle sleep, 1..10000
+  // dataplane.dtypes accepted, each once, in the order listed.
+  std::vector<wire::Dtype> dtypes = {wire::Dtype::kFp32, wire::Dtype::kFp16, wire::Dtype::kBf16, wire::Dtype::kInt32,
+                                     wire::Dtype::kFp64};
+  bool verify_icrc = true;  // dataplane.verify_icrc
+  bool multicast = false;   // dataplane.multicast: jobs that ask get results by IPv4 multicast (else per member)
+  // dataplane.multicast_group: the first group, 239.255.77.0; job i's is base + i, i < max_jobs
+  uint32_t multicast_group = 0xEFFF4D00;
+  uint32_t mbufs = 16383;        // dataplane.mbufs: mempool size, 1023..1048575
+  bool idle_adaptive = false;    // dataplane.idle_poll: "busy" (false) or "adaptive"
+  uint32_t idle_sleep_us = 100;  // dataplane.idle_sleep_us: longest idle sleep, 1..10000
 };
 
 struct ControlConfig {
-  std::string listen_address = "0.0.0.0";  // control.listen_address
-  uint16_t port = 4790;                    // control.port: TCP port, 1..65535
-  std::string token_file;                  // control.token_file (required): shared secret, first line, >= 16 bytes
-  uint32_t max_connections = 256;          // control.max_connections: 1..65536
+  uint32_t listen_address = 0;     // control.listen_address: dotted quad; 0.0.0.0 = every address
+  uint16_t port = 4790;            // control.port: TCP port, 1..65535
+  std::string token_file;          // control.token_file (required): shared secret, first line, >= 16 bytes
+  uint32_t max_connections = 256;  // control.max_connections: 1..65536
   uint32_t job_timeout_ms =
       10000;  // control.job_timeout_ms: a waiting round without progress this long fails the job, 100..3600000
   uint32_t register_timeout_ms = 60000;  // control.register_timeout_ms: all ranks must register within, 100..3600000
@@ -84,9 +101,9 @@ struct ControlConfig {
 };
 
 struct TelemetryConfig {
-  bool dpdk_telemetry = true;      // telemetry.dpdk_telemetry: register /sumcast/ commands
-  std::string prometheus_address;  // telemetry.prometheus_address: "ip:port" or "" (off)
-  uint32_t stats_interval_ms = 0;  // telemetry.stats_interval_ms: log a stats line every N ms; 0 = off
+  bool dpdk_telemetry = true;                      // telemetry.dpdk_telemetry: register /sumcast/ commands
+  std::optional<Ipv4Endpoint> prometheus_address;  // telemetry.prometheus_address: "ip:port"; unset ("") = off
+  uint32_t stats_interval_ms = 0;                  // telemetry.stats_interval_ms: log a stats line every N ms; 0 = off
 };
 
 struct AggConfig {
@@ -106,7 +123,11 @@ struct AggConfig {
 Result<AggConfig> load_agg_config(const std::string& path);
 // Same, from text (tests, fuzzers); `name` stands in for the path in messages.
 Result<AggConfig> parse_agg_config(const std::string& text, const std::string& name);
-// Cross-field checks (e.g. lcores covers worker_cores + 1, token file readable, address forms).
+// Cross-field checks (e.g. lcores covers worker_cores + 1, token file readable, unicast addresses,
+// gateways on-link).
 Status validate_agg_config(const AggConfig& config);
+
+// The names of `dtypes` (wire::dtype_name), in their order: how agg.conf writes them.
+std::vector<std::string> dtype_names(const std::vector<wire::Dtype>& dtypes);
 
 }  // namespace sumcast::config

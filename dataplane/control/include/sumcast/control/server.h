@@ -56,9 +56,9 @@ class NextHopResolver {
 };
 
 struct ServerOptions {
-  std::string listen_address = "0.0.0.0";
-  uint16_t port = 4790;  // 0: pick a free port (tests); see bound_port()
-  std::string token;     // the shared secret (contents of control.token_file)
+  uint32_t listen_ip = 0;  // host order; 0 = every address
+  uint16_t port = 4790;    // 0: pick a free port (tests); see bound_port()
+  std::string token;       // the shared secret (contents of control.token_file)
   uint32_t max_connections = 256;
   uint32_t job_timeout_ms = 10000;
   uint32_t register_timeout_ms = 60000;

@@ -119,7 +119,4 @@ class Port {
   mutable uint64_t ring_drops_ = 0;  // accumulated tp_drops
 };
 
-// "aa:bb:cc:dd:ee:ff"
-std::string format_mac(const uint8_t mac[6]);
-
 }  // namespace sumcast::dpdk

@@ -39,7 +39,8 @@ struct HttpRoute {
 };
 
 struct HttpServerOptions {
-  std::string address = "127.0.0.1:0";  // "ip:port"; port 0 picks a free one (see port())
+  uint32_t ip = 0x7F000001;  // address to listen on, host order (127.0.0.1); 0 = every address
+  uint16_t port = 0;         // 0 picks a free one (see port())
   uint32_t read_timeout_ms = 2000;
   std::vector<HttpRoute> routes;
 };
@@ -77,8 +78,5 @@ class HttpServer {
   std::atomic<uint64_t> not_found_{0};
   std::atomic<uint64_t> bad_requests_{0};
 };
-
-// Splits "a.b.c.d:port" (port 0..65535). False when malformed.
-bool parse_address(const std::string& text, uint32_t* ip_host_order, uint16_t* port);
 
 }  // namespace sumcast::telemetry
