@@ -13,8 +13,7 @@
 
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/placement.h"
-#include "sumcast/shim/udp_transport.h"
-#include "sumcast/shim/verbs_transport.h"
+#include "sumcast/shim/transport_factory.h"
 
 namespace sumcast::shim {
 namespace {
@@ -241,29 +240,21 @@ Status Communicator::init() {
     if (!ip.ok()) return Status::invalid_argument("bind address: " + ip.status().message());
     bind_ip = *ip;
   }
-  if (c.transport == TransportKind::kVerbs) {
-    VerbsTransportOptions vo;
-    vo.device = c.rdma_device;
-    vo.bind_ip = bind_ip;
-    vo.interface = c.rdma_interface;
-    vo.max_payload = c.payload_bytes;
-    vo.payload_explicit = c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes;
-    vo.ops = c.verbs_ops;
-    vo.traffic_class = c.tos();
-    auto verbs = VerbsTransport::open(vo);
-    if (!verbs.ok()) return verbs.status();
-    transport_ = std::move(verbs).value();
-  } else {
-    UdpTransportOptions to;
-    to.bind_ip = bind_ip;
-    to.port = c.udp_port;
-    to.verify_icrc = c.verify_icrc;
-    to.tos = c.tos();
-    to.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
-    auto udp = UdpTransport::open(to);
-    if (!udp.ok()) return udp.status();
-    transport_ = std::move(udp).value();
-  }
+  TransportConfig tc;
+  tc.kind = c.transport;
+  tc.bind_ip = bind_ip;
+  tc.tos = c.tos();
+  tc.udp_port = c.udp_port;
+  tc.verify_icrc = c.verify_icrc;
+  tc.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
+  tc.rdma_device = c.rdma_device;
+  tc.rdma_interface = c.rdma_interface;
+  tc.max_payload = c.payload_bytes;
+  tc.payload_explicit = c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes;
+  tc.verbs_ops = c.verbs_ops;
+  auto opened = open_transport(tc);
+  if (!opened.ok()) return opened.status();
+  transport_ = std::move(opened).value();
   if (c.wrap_transport) {
     transport_ = c.wrap_transport(std::move(transport_));
     if (!transport_) return Status::invalid_argument("wrap_transport returned no transport");

@@ -97,7 +97,7 @@
 
 #include "sumcast/shim/control_client.h"
 #include "sumcast/shim/transport.h"
-#include "sumcast/shim/verbs_transport.h"
+#include "sumcast/shim/transport_factory.h"
 #include "sumcast/status.h"
 #include "sumcast/wire/format.h"
 
@@ -106,11 +106,6 @@ namespace sumcast::shim {
 struct ApplianceAddress {
   std::string address;  // control endpoint "host:port" (host: dotted quad or name)
   double weight = 1.0;  // share of each call's bytes, relative to the other appliances; > 0
-};
-
-enum class TransportKind : uint8_t {
-  kUdp = 0,    // kernel UDP socket, software ICRC (udp_transport.h)
-  kVerbs = 1,  // rdma-core UD QP on a RoCEv2 NIC (verbs_transport.h: mind its limits)
 };
 
 struct CommConfig {
