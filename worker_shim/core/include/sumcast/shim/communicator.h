@@ -239,6 +239,7 @@ class Communicator {
   struct Op;
   struct Slot;
   struct Appliance;
+  struct PollSet;
 
   explicit Communicator(const CommConfig& config);
   Status init();
@@ -266,6 +267,9 @@ class Communicator {
   void update_rto(Appliance& a, uint64_t sample_ns);
   void check_timers(uint64_t now);
   void poll_control();
+  // The descriptors to wait on: the transport's when `with_transport`, the control connections
+  // but aggregator `skip`'s.
+  PollSet poll_set(bool with_transport, size_t skip = SIZE_MAX) const;
   // One round of progress; blocks up to `timeout_ms` (0: not at all) when nothing happened.
   void progress(int timeout_ms);
   void flush_tx();
