@@ -13,6 +13,7 @@
 #include "fake_verbs.h"
 #include "shim_test_util.h"
 #include "sumcast/shim/communicator.h"
+#include "sumcast/shim/transport_factory.h"
 #include "sumcast/shim/verbs_format.h"
 #include "sumcast/shim/verbs_transport.h"
 
@@ -150,6 +151,41 @@ TEST(VerbsSeam, AnExplicitPayloadTooLargeForThePathIsRefusedNamingBoth) {
                                       "(at most 992 bytes"),
             std::string::npos)
       << t.status().message();
+}
+
+// open_transport's verbs kind hands the configuration to the verbs transport: the ops seam,
+// the address, the interface, the payload (explicit or not) and the traffic class.
+TEST(VerbsSeam, TheFactoryOpensTheVerbsTransportWithTheConfiguredOptions) {
+  FakeVerbs f = one_device(IBV_MTU_1024);
+  TransportConfig c;
+  c.kind = TransportKind::kVerbs;
+  c.bind_ip = kMe;
+  c.rdma_interface = "lo";
+  c.verbs_ops = &f;
+  c.tos = 26 << 2 | 0x2;
+  c.max_payload = 512;
+  auto t = open_transport(c);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ((*t)->max_payload(), 512u);
+  EXPECT_NE((*t)->describe().find("GID index 2 "), std::string::npos) << (*t)->describe();
+  ASSERT_TRUE((*t)->add_peer(peer()).ok());
+  EXPECT_EQ(f.last_ah.grh.traffic_class, 26 << 2 | 0x2);
+
+  FakeVerbs g = one_device(IBV_MTU_1024);
+  c.verbs_ops = &g;
+  c.max_payload = 4096;
+  c.payload_explicit = true;
+  auto big = open_transport(c);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("a payload of 4096 bytes does not fit"), std::string::npos)
+      << big.status().message();
+  FakeVerbs h = one_device();
+  c.verbs_ops = &h;
+  c.payload_explicit = false;
+  c.rdma_interface = "nosuchif7";
+  auto bad = open_transport(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no network interface nosuchif7"), std::string::npos) << bad.status().message();
 }
 
 TEST(VerbsSeam, ReceivesValidatesAndRepostsBuffers) {

@@ -13,8 +13,7 @@
 
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/placement.h"
-#include "sumcast/shim/udp_transport.h"
-#include "sumcast/shim/verbs_transport.h"
+#include "sumcast/shim/transport_factory.h"
 
 namespace sumcast::shim {
 namespace {
@@ -166,6 +165,39 @@ struct Communicator::Agreement {
   uint64_t t0 = 0;
 };
 
+// What a wait sleeps on: the transport's descriptor (when asked for and it has one), then the
+// aggregators' open control connections (one declared lost has none), at most kPolledControls
+// of them (the others are still polled every kControlPollNs).
+struct Communicator::PollSet {
+  static constexpr nfds_t kPolledControls = 16;
+  pollfd fds[1 + kPolledControls];
+  nfds_t count = 0;
+  nfds_t first_control = 0;
+
+  // Blocks until one is readable or `wait_ns` passed; returns ppoll's result.
+  int wait(uint64_t wait_ns) {
+    timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+    return ppoll(fds, count, &ts, nullptr);
+  }
+  // After wait(): whether a control connection became readable.
+  bool control_ready() const {
+    for (nfds_t i = first_control; i < count; ++i) {
+      if (fds[i].revents != 0) return true;
+    }
+    return false;
+  }
+};
+
+Communicator::PollSet Communicator::poll_set(bool with_transport, size_t skip) const {
+  PollSet ps;
+  if (with_transport && transport_->wait_fd() >= 0) ps.fds[ps.count++] = {transport_->wait_fd(), POLLIN, 0};
+  ps.first_control = ps.count;
+  for (size_t j = 0; j < apps_.size() && ps.count - ps.first_control < PollSet::kPolledControls; ++j) {
+    if (j != skip && apps_[j]->control) ps.fds[ps.count++] = {apps_[j]->control->fd(), POLLIN, 0};
+  }
+  return ps;
+}
+
 Communicator::Communicator(const CommConfig& config) : config_(config) {}
 
 Communicator::~Communicator() {
@@ -241,29 +273,21 @@ Status Communicator::init() {
     if (!ip.ok()) return Status::invalid_argument("bind address: " + ip.status().message());
     bind_ip = *ip;
   }
-  if (c.transport == TransportKind::kVerbs) {
-    VerbsTransportOptions vo;
-    vo.device = c.rdma_device;
-    vo.bind_ip = bind_ip;
-    vo.interface = c.rdma_interface;
-    vo.max_payload = c.payload_bytes;
-    vo.payload_explicit = c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes;
-    vo.ops = c.verbs_ops;
-    vo.traffic_class = c.tos();
-    auto verbs = VerbsTransport::open(vo);
-    if (!verbs.ok()) return verbs.status();
-    transport_ = std::move(verbs).value();
-  } else {
-    UdpTransportOptions to;
-    to.bind_ip = bind_ip;
-    to.port = c.udp_port;
-    to.verify_icrc = c.verify_icrc;
-    to.tos = c.tos();
-    to.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
-    auto udp = UdpTransport::open(to);
-    if (!udp.ok()) return udp.status();
-    transport_ = std::move(udp).value();
-  }
+  TransportConfig tc;
+  tc.kind = c.transport;
+  tc.bind_ip = bind_ip;
+  tc.tos = c.tos();
+  tc.udp_port = c.udp_port;
+  tc.verify_icrc = c.verify_icrc;
+  tc.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
+  tc.rdma_device = c.rdma_device;
+  tc.rdma_interface = c.rdma_interface;
+  tc.max_payload = c.payload_bytes;
+  tc.payload_explicit = c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes;
+  tc.verbs_ops = c.verbs_ops;
+  auto opened = open_transport(tc);
+  if (!opened.ok()) return opened.status();
+  transport_ = std::move(opened).value();
   if (c.wrap_transport) {
     transport_ = c.wrap_transport(std::move(transport_));
     if (!transport_) return Status::invalid_argument("wrap_transport returned no transport");
@@ -815,13 +839,7 @@ void Communicator::on_lost(size_t index, Status why, bool member_left) {
         primary = true;
       }
       if (primary || now_ns() >= deadline) break;
-      pollfd fds[16];
-      nfds_t nfds = 0;
-      for (size_t j = 0; j < apps_.size() && nfds < 16; ++j) {
-        if (j != index && !apps_[j]->lost && apps_[j]->control) fds[nfds++] = {apps_[j]->control->fd(), POLLIN, 0};
-      }
-      timespec ts{0, 5'000'000};
-      ppoll(fds, nfds, &ts, nullptr);
+      poll_set(/*with_transport=*/false, /*skip=*/index).wait(5'000'000);
     }
   }
   declare_lost(index, std::move(why));
@@ -1135,15 +1153,7 @@ Status Communicator::root_cause(Status secondary) {
     }
     const uint64_t now = now_ns();
     if (now >= deadline) return secondary;
-    pollfd fds[1 + 16];
-    nfds_t nfds = 0;
-    if (transport_->wait_fd() >= 0) fds[nfds++] = {transport_->wait_fd(), POLLIN, 0};
-    for (auto& a : apps_) {
-      if (a->control && nfds < sizeof(fds) / sizeof(fds[0])) fds[nfds++] = {a->control->fd(), POLLIN, 0};
-    }
-    const uint64_t wait = std::min<uint64_t>(deadline - now, 5'000'000);  // re-check at least every 5 ms
-    timespec ts{0, static_cast<long>(wait)};
-    ppoll(fds, nfds, &ts, nullptr);
+    poll_set(/*with_transport=*/true).wait(std::min<uint64_t>(deadline - now, 5'000'000));  // re-check every 5 ms
   }
 }
 
@@ -1191,25 +1201,11 @@ void Communicator::progress(int timeout_ms) {
   uint64_t until = std::min(next_deadline_ns_, next_control_poll_ns_);
   until = std::min(until, now + uint64_t(timeout_ms) * 1'000'000);
   if (agreement_) until = std::min(until, now + 2'000'000);  // look at the agreement's thread often
-  pollfd fds[1 + 16];
-  nfds_t nfds = 0;
-  if (transport_->wait_fd() >= 0) fds[nfds++] = {transport_->wait_fd(), POLLIN, 0};
-  const nfds_t first_control = nfds;
-  for (auto& a : apps_) {
-    if (a->control && nfds < sizeof(fds) / sizeof(fds[0])) fds[nfds++] = {a->control->fd(), POLLIN, 0};
-  }
   if (transport_->wait_fd() < 0 || until <= now) return;
-  const uint64_t wait = until - now;
-  timespec ts{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
-  const int rc = ppoll(fds, nfds, &ts, nullptr);
-  if (rc > 0) {
-    for (nfds_t i = first_control; i < nfds; ++i) {
-      if (fds[i].revents != 0) {
-        poll_control();
-        next_control_poll_ns_ = now_ns() + kControlPollNs;
-        break;
-      }
-    }
+  PollSet ps = poll_set(/*with_transport=*/true);
+  if (ps.wait(until - now) > 0 && ps.control_ready()) {
+    poll_control();
+    next_control_poll_ns_ = now_ns() + kControlPollNs;
   }
 }
 

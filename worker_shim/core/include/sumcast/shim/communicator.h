@@ -97,7 +97,7 @@
 
 #include "sumcast/shim/control_client.h"
 #include "sumcast/shim/transport.h"
-#include "sumcast/shim/verbs_transport.h"
+#include "sumcast/shim/transport_factory.h"
 #include "sumcast/status.h"
 #include "sumcast/wire/format.h"
 
@@ -106,11 +106,6 @@ namespace sumcast::shim {
 struct ApplianceAddress {
   std::string address;  // control endpoint "host:port" (host: dotted quad or name)
   double weight = 1.0;  // share of each call's bytes, relative to the other appliances; > 0
-};
-
-enum class TransportKind : uint8_t {
-  kUdp = 0,    // kernel UDP socket, software ICRC (udp_transport.h)
-  kVerbs = 1,  // rdma-core UD QP on a RoCEv2 NIC (verbs_transport.h: mind its limits)
 };
 
 struct CommConfig {
@@ -244,6 +239,7 @@ class Communicator {
   struct Op;
   struct Slot;
   struct Appliance;
+  struct PollSet;
 
   explicit Communicator(const CommConfig& config);
   Status init();
@@ -271,6 +267,9 @@ class Communicator {
   void update_rto(Appliance& a, uint64_t sample_ns);
   void check_timers(uint64_t now);
   void poll_control();
+  // The descriptors to wait on: the transport's when `with_transport`, the control connections
+  // but aggregator `skip`'s.
+  PollSet poll_set(bool with_transport, size_t skip = SIZE_MAX) const;
   // One round of progress; blocks up to `timeout_ms` (0: not at all) when nothing happened.
   void progress(int timeout_ms);
   void flush_tx();

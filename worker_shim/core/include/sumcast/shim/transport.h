@@ -1,7 +1,8 @@
 // The worker's data transport: builds Sumcast packets for appliances, sends them in batches and
 // receives the appliances' results and aborts, validated. Implementations: UdpTransport (kernel
 // UDP socket, software ICRC), a verbs UD transport where rdma-core is present, and test
-// decorators (loss, duplication, reordering).
+// decorators (loss, duplication, reordering). open_transport (transport_factory.h) opens the
+// concrete ones by kind.
 //
 // A transport knows its peers (one per appliance job registration) and checks every received
 // packet against them (source, job id, Q_Key, destination QP, rank, dtype, op) before handing it
