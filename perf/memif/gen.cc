@@ -104,19 +104,8 @@ int parse(int argc, char** argv, Options* o) {
   app.add_option("--ranks", o->ranks, "emulated workers")->check(CLI::Range(1, 256));
   app.add_option("--payload", o->payload, "payload bytes per frame")
       ->check(CLI::Range(1u, static_cast<unsigned>(sumcast::wire::kMaxPayloadBytes)));
-  std::vector<std::string> dtype_names;
-  for (int k = 0; k < sumcast::wire::kDtypeCount; ++k) {
-    dtype_names.emplace_back(sumcast::wire::dtype_name(static_cast<Dtype>(k)));
-  }
-  app.add_option_function<std::string>(
-         "--dtype",
-         [o](const std::string& d) {
-           for (int k = 0; k < sumcast::wire::kDtypeCount; ++k) {
-             if (d == sumcast::wire::dtype_name(static_cast<Dtype>(k))) o->dtype = static_cast<Dtype>(k);
-           }
-         },
-         "element type (default fp32)")
-      ->check(CLI::IsMember(dtype_names));
+  sumcast::cli::add_named_option(app, "--dtype", &o->dtype, sumcast::wire::kDtypeCount, sumcast::wire::dtype_name,
+                                 "element type (default fp32)");
   app.add_option("--rounds", o->rounds, "slot rounds of pre-built frames (even)")
       ->check(CLI::Range(2, 1 << 20))
       ->check(CLI::Validator([](std::string& v) { return std::stoul(v) % 2 == 0 ? "" : "must be even"; }, "EVEN"));

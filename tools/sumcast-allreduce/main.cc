@@ -249,31 +249,10 @@ int parse_args(int argc, char** argv, Options* o) {
       ->type_name("K");
   app.add_option("--token-file", o->token_file, "shared secret (first line); default $SUMCAST_TOKEN_FILE")
       ->type_name("PATH");
-  std::vector<std::string> dtype_names;
-  for (int i = 0; i < sumcast::wire::kDtypeCount; ++i)
-    dtype_names.emplace_back(sumcast::wire::dtype_name(static_cast<Dtype>(i)));
-  app.add_option_function<std::string>(
-         "--dtype",
-         [o](const std::string& v) {
-           for (int i = 0; i < sumcast::wire::kDtypeCount; ++i) {
-             if (v == sumcast::wire::dtype_name(static_cast<Dtype>(i))) o->dtype = static_cast<Dtype>(i);
-           }
-         },
-         "element type (default fp32)")
-      ->check(CLI::IsMember(dtype_names));
-  std::vector<std::string> op_names;
-  for (int i = 0; i < sumcast::wire::kReduceOpCount; ++i) {
-    op_names.emplace_back(sumcast::wire::reduce_op_name(static_cast<ReduceOp>(i)));
-  }
-  app.add_option_function<std::string>(
-         "--op",
-         [o](const std::string& v) {
-           for (int i = 0; i < sumcast::wire::kReduceOpCount; ++i) {
-             if (v == sumcast::wire::reduce_op_name(static_cast<ReduceOp>(i))) o->op = static_cast<ReduceOp>(i);
-           }
-         },
-         "reduction (default sum)")
-      ->check(CLI::IsMember(op_names));
+  sumcast::cli::add_named_option(app, "--dtype", &o->dtype, sumcast::wire::kDtypeCount, sumcast::wire::dtype_name,
+                                 "element type (default fp32)");
+  sumcast::cli::add_named_option(app, "--op", &o->op, sumcast::wire::kReduceOpCount, sumcast::wire::reduce_op_name,
+                                 "reduction (default sum)");
   const auto size_option = [&app](const char* name, uint64_t* out, const char* what) {
     app.add_option_function<std::string>(
            name,
