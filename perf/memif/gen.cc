@@ -32,6 +32,7 @@
 #include <rte_mempool.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cinttypes>
 #include <cstdint>
@@ -45,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "sumcast/cli.h"
 #include "sumcast/endian.h"
 #include "sumcast/engine/engine.h"
 #include "sumcast/engine/testing.h"
@@ -86,57 +88,50 @@ struct Options {
   std::exit(1);
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--mode") {
-      o.mode = value();
-    } else if (a == "--ranks") {
-      o.ranks = static_cast<uint32_t>(std::stoul(value()));
-    } else if (a == "--payload") {
-      o.payload = static_cast<uint32_t>(std::stoul(value()));
-    } else if (a == "--dtype") {
-      const std::string d = value();
-      bool found = false;
-      for (int k = 0; k < sumcast::wire::kDtypeCount; ++k) {
-        if (d == sumcast::wire::dtype_name(static_cast<Dtype>(k))) {
-          o.dtype = static_cast<Dtype>(k);
-          found = true;
-        }
-      }
-      if (!found) die("unknown dtype " + d);
-    } else if (a == "--rounds") {
-      o.rounds = static_cast<uint32_t>(std::stoul(value()));
-    } else if (a == "--seconds") {
-      o.seconds = std::stod(value());
-    } else if (a == "--warmup") {
-      o.warmup = std::stod(value());
-    } else if (a == "--control") {
-      const std::string hp = value();
-      const size_t colon = hp.rfind(':');
-      if (colon == std::string::npos) die("--control wants HOST:PORT");
-      o.control_host = hp.substr(0, colon);
-      o.control_port = static_cast<uint16_t>(std::stoul(hp.substr(colon + 1)));
-    } else if (a == "--token-file") {
-      o.token_file = value();
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "--hold") {
-      o.hold = true;
-    } else {
-      die("unknown option " + a);
-    }
-  }
-  if (o.mode != "sumcast" && o.mode != "echo") die("--mode is sumcast or echo");
-  if (o.ranks == 0 || o.ranks > 256) die("--ranks must be 1..256");
-  if (o.rounds < 2 || o.rounds % 2 != 0) die("--rounds must be even and >= 2");
-  if (o.payload == 0 || o.payload > sumcast::wire::kMaxPayloadBytes) die("--payload must be 1..4096");
-  return o;
+// The generator's own options, those after "--" (argv[0] is the program's name). Returns -1 to go
+// on, else the exit status.
+int parse(int argc, char** argv, Options* o) {
+  CLI::App app{
+      "A DPDK load generator for the memif comparison (perf/memif/run):\n"
+      "  sumcast-memif-gen [EAL args] -- --mode sumcast|echo [options]",
+      "sumcast-memif-gen"};
+  sumcast::cli::setup(app);
+  app.add_option("--mode", o->mode,
+                 "sumcast: register the ranks of a job with the appliance (--control, --token-file) and build "
+                 "their frames from the grant; echo: the same frames for a made-up job, for a peer that only "
+                 "forwards them back (dpdk-testpmd --forward-mode=io --port-topology=loop)")
+      ->check(CLI::IsMember({"sumcast", "echo"}));
+  app.add_option("--ranks", o->ranks, "emulated workers")->check(CLI::Range(1, 256));
+  app.add_option("--payload", o->payload, "payload bytes per frame")
+      ->check(CLI::Range(1u, static_cast<unsigned>(sumcast::wire::kMaxPayloadBytes)));
+  sumcast::cli::add_named_option(app, "--dtype", &o->dtype, sumcast::wire::kDtypeCount, sumcast::wire::dtype_name,
+                                 "element type (default fp32)");
+  app.add_option("--rounds", o->rounds, "slot rounds of pre-built frames (even)")
+      ->check(CLI::Range(2, 1 << 20))
+      ->check(CLI::Validator([](std::string& v) { return std::stoul(v) % 2 == 0 ? "" : "must be even"; }, "EVEN"));
+  app.add_option("--seconds", o->seconds, "measured time")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o->warmup, "time before the measurement")->check(CLI::NonNegativeNumber);
+  app.add_option_function<std::string>(
+         "--control",
+         [o](const std::string& hp) {
+           const size_t colon = hp.rfind(':');
+           char* end = nullptr;
+           const unsigned long port = colon == std::string::npos ? 0 : std::strtoul(hp.c_str() + colon + 1, &end, 10);
+           if (port == 0 || port > 65535 || *end != '\0') {
+             throw CLI::ValidationError("--control", "needs HOST:PORT, not " + hp);
+           }
+           o->control_host = hp.substr(0, colon);
+           o->control_port = static_cast<uint16_t>(port);
+         },
+         "the appliance's control endpoint (default 127.0.0.1:4790)")
+      ->type_name("HOST:PORT");
+  app.add_option("--token-file", o->token_file, "the appliance's shared secret (--mode sumcast)");
+  app.add_flag("--json", o->json, "print one JSON line instead of the table");
+  app.add_flag("--hold", o->hold,
+               "after printing the result, stop polling and wait for EOF on stdin before closing the port: the peer "
+               "can then be stopped while the link is still up (DPDK 22.11's memif PMD may crash a peer whose client "
+               "disconnects while its lcore polls)");
+  return sumcast::cli::parse(app, argc, argv);
 }
 
 Member member(uint32_t rank, const uint8_t mac[6]) {
@@ -261,9 +256,20 @@ struct RoundPatch {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int eal_args = rte_eal_init(argc, argv);
-  if (eal_args < 0) die("rte_eal_init failed");
-  const Options o = parse(argc - eal_args - 1, argv + eal_args + 1);
+  // EAL's arguments, then "--", then the generator's: these are parsed first, so that --help and a
+  // usage error need no EAL.
+  int eal_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      eal_argc = i;
+      break;
+    }
+  }
+  std::vector<char*> own(argv + std::min(eal_argc + 1, argc), argv + argc);
+  own.insert(own.begin(), argv[0]);
+  Options o;
+  if (const int rc = parse(static_cast<int>(own.size()), own.data(), &o); rc >= 0) return rc;
+  if (rte_eal_init(eal_argc, argv) < 0) die("rte_eal_init failed");
   if (rte_eth_dev_count_avail() < 1) die("no port (give --vdev net_memif0,role=client,socket=...)");
   const uint16_t port = 0;
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sumcast/cli.h"
 #include "sumcast/topo/cpu_executor.h"
 #include "sumcast/topo/loaders.h"
 #include "sumcast/topo/planner.h"
@@ -24,13 +25,20 @@ namespace {
 
 using namespace sumcast::topo;
 
-uint64_t parse_size(const char* s) {
+// A size like 64M: a count with an optional K, M or G (binary) suffix; false when malformed.
+bool parse_size(const std::string& s, uint64_t* out) {
   char* end = nullptr;
-  uint64_t v = std::strtoull(s, &end, 10);
-  if (*end == 'K') v <<= 10;
-  if (*end == 'M') v <<= 20;
-  if (*end == 'G') v <<= 30;
-  return v;
+  uint64_t v = std::strtoull(s.c_str(), &end, 10);
+  if (end == s.c_str()) return false;
+  if (*end == 'K')
+    v <<= 10, ++end;
+  else if (*end == 'M')
+    v <<= 20, ++end;
+  else if (*end == 'G')
+    v <<= 30, ++end;
+  if (*end != '\0') return false;
+  *out = v;
+  return true;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -43,25 +51,25 @@ int main(int argc, char** argv) {
   std::string file, strategy;
   uint64_t bytes = 64ull << 20;
   int iters = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--file") {
-      file = argv[i + 1];
-    } else if (a == "--bytes") {
-      bytes = parse_size(argv[i + 1]);
-    } else if (a == "--iters") {
-      iters = std::atoi(argv[i + 1]);
-    } else if (a == "--strategy") {
-      strategy = argv[i + 1];
-    } else {
-      std::fprintf(stderr, "usage: %s --file HOST [--bytes 64M] [--iters 20] [--strategy NAME]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (file.empty() || iters < 1 || bytes < 4) {
-    std::fprintf(stderr, "usage: %s --file HOST [--bytes 64M] [--iters 20] [--strategy NAME]\n", argv[0]);
-    return 2;
-  }
+  CLI::App app{"The shared-memory executor's local step on this machine, against the cost model and a memcpy.",
+               "sumcast_bench_local_step"};
+  sumcast::cli::setup(app);
+  app.add_option("--file", file, "the host description (any format sumcast-topo reads)")->type_name("HOST")->required();
+  app.add_option_function<std::string>(
+         "--bytes",
+         [&bytes](const std::string& v) {
+           if (!parse_size(v, &bytes) || bytes < 4) {
+             throw CLI::ValidationError("--bytes", "needs a size of at least 4 like 64M, not " + v);
+           }
+         },
+         "buffer per GPU (default 64M)")
+      ->type_name("N[K|M|G]");
+  app.add_option("--iters", iters, "timed runs, after one warm-up")->check(CLI::Range(1, 1000000));
+  std::vector<std::string> strategy_names;
+  for (int s = 0; s < kStrategyCount; ++s) strategy_names.emplace_back(strategy_name(static_cast<Strategy>(s)));
+  app.add_option("--strategy", strategy, "only this candidate (default: the planner's choice)")
+      ->check(CLI::IsMember(strategy_names));
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
   auto model = load_file(file, SourceFormat::kDetect, LoadOptions{});
   if (!model.ok()) {
     std::fprintf(stderr, "%s: %s\n", file.c_str(), model.status().to_string().c_str());

@@ -37,6 +37,7 @@ wait_for() {  # FILE PATTERN SECS
 }
 
 head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"; echo >>"$work/token"
+chmod 600 "$work/token"  # a token file must be private, or the services refuse it
 base="127.$((1 + $$ % 200)).$(( ($$ / 200) % 250 + 1))"
 last=$((RANDOM % 200 + 20))
 port=$((20000 + RANDOM % 20000))

@@ -11,22 +11,25 @@
 #include <cstdlib>
 #include <string>
 
+#include "sumcast/cli.h"
 #include "sumcast/embedded/service.h"
 #include "sumcast/token_file.h"
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s IP CONTROL_PORT TOKEN_FILE\n", argv[0]);
-    return 2;
-  }
-  const sumcast::Result<std::string> token = sumcast::read_token_file(argv[3]);
-  if (!token.ok()) {
-    std::fprintf(stderr, "%s\n", token.status().message().c_str());
-    return 2;
-  }
   sumcast::embedded::ServiceOptions o;
-  o.bind_ip = argv[1];
-  o.control_port = static_cast<uint16_t>(std::atoi(argv[2]));
+  std::string token_file;
+  CLI::App app{"A summation service for the MPI interposer's local tests; prints \"ready IP:PORT\" once it serves.",
+               "sumcast_mpi_test_appliance"};
+  sumcast::cli::setup(app);
+  app.add_option("IP", o.bind_ip, "the IPv4 to serve on")->required();
+  app.add_option("CONTROL_PORT", o.control_port, "the control port")->check(CLI::Range(1, 65535))->required();
+  app.add_option("TOKEN_FILE", token_file, "the shared secret")->required();
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
+  const sumcast::Result<std::string> token = sumcast::read_token_file(token_file);
+  if (!token.ok()) {
+    std::fprintf(stderr, "sumcast_mpi_test_appliance: TOKEN_FILE %s\n", token.status().message().c_str());
+    return sumcast::cli::kExitUsage;
+  }
   o.token = *token;
   o.max_jobs = 128;
   o.max_ranks = 64;

@@ -40,6 +40,7 @@
 
 #include "bootstrap.h"
 #include "plugin_api.h"
+#include "sumcast/cli.h"
 
 namespace sumcast::nccl_test {
 namespace {
@@ -630,33 +631,24 @@ int main(int argc, char** argv) {
   using namespace sumcast::nccl_test;  // NOLINT
   std::string plugin, mode, boot_path, expect;
   int abi = 0, rank = -1, nranks = 0, timeout_s = 120;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const char* v = argv[i + 1];
-    if (k == "--plugin")
-      plugin = v;
-    else if (k == "--abi")
-      abi = std::atoi(v);
-    else if (k == "--mode")
-      mode = v;
-    else if (k == "--rank")
-      rank = std::atoi(v);
-    else if (k == "--nranks")
-      nranks = std::atoi(v);
-    else if (k == "--bootstrap")
-      boot_path = v;
-    else if (k == "--timeout")
-      timeout_s = std::atoi(v);
-    else if (k == "--expect")
-      expect = v;
-  }
-  const bool setupfail_ok = mode != "setupfail" || expect == "down" || expect == "token" || expect == "full";
-  if (plugin.empty() || (mode != "collnet" && mode != "net" && mode != "setupfail") || !setupfail_ok || rank < 0 ||
-      nranks < 2 || rank >= nranks || boot_path.empty()) {
-    std::fprintf(stderr,
-                 "usage: nccl_harness --plugin SO --abi 8..12 --mode collnet|net|setupfail --rank R --nranks N "
-                 "--bootstrap PATH [--expect down|token|full] [--timeout S]\n");
-    return 2;
+  CLI::App app{"The NCCL plugin driven as NCCL drives it, one rank of N (tests/nccl/nccl_plugin_test.sh).",
+               "nccl_harness"};
+  sumcast::cli::setup(app);
+  app.add_option("--plugin", plugin, "the plugin to dlopen")->type_name("SO")->required();
+  app.add_option("--abi", abi, "the plugin ABI version to drive")->check(CLI::Range(8, 12))->required();
+  app.add_option("--mode", mode, "what to drive: a collective (collnet), ncclNet (net), or a failed setup")
+      ->check(CLI::IsMember({"collnet", "net", "setupfail"}))
+      ->required();
+  app.add_option("--rank", rank, "this process's rank (< --nranks)")->check(CLI::NonNegativeNumber)->required();
+  app.add_option("--nranks", nranks, "ranks in the job")->check(CLI::Range(2, 65535))->required();
+  app.add_option("--bootstrap", boot_path, "the bootstrap file the ranks meet through")->type_name("PATH")->required();
+  app.add_option("--timeout", timeout_s, "bound of the whole run, seconds")->check(CLI::PositiveNumber);
+  app.add_option("--expect", expect, "setupfail: why the setup fails")->check(CLI::IsMember({"down", "token", "full"}));
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (rank >= nranks || (mode == "setupfail" && expect.empty())) {
+    std::fprintf(stderr, "nccl_harness: %s\nrun nccl_harness --help for the options\n",
+                 rank >= nranks ? "--rank must be below --nranks" : "--mode setupfail needs --expect");
+    return sumcast::cli::kExitUsage;
   }
   g_rank = rank;
   g_deadline = Clock::now() + std::chrono::seconds(timeout_s);

@@ -10,19 +10,21 @@
 #include <cstdlib>
 #include <string>
 
+#include "sumcast/cli.h"
 #include "sumcast/embedded/service.h"
 #include "sumcast/token_file.h"
 
 int main(int argc, char** argv) {
   std::string bind = "127.0.0.1";
   std::string token_file;
-  unsigned long max_jobs = 64;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    if (k == "--bind") bind = argv[i + 1];
-    if (k == "--token-file") token_file = argv[i + 1];
-    if (k == "--max-jobs") max_jobs = std::strtoul(argv[i + 1], nullptr, 10);
-  }
+  uint32_t max_jobs = 64;
+  CLI::App app{"An embedded summation service in a process of its own; prints \"ready IP:PORT\" once it serves.",
+               "nccl_test_appliance"};
+  sumcast::cli::setup(app);
+  app.add_option("--bind", bind, "the IPv4 to serve on")->type_name("IPV4");
+  app.add_option("--token-file", token_file, "the shared secret (none: no token)")->type_name("PATH");
+  app.add_option("--max-jobs", max_jobs, "jobs served at once")->check(CLI::Range(1u, 1u << 20));
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
   sumcast::embedded::ServiceOptions o;
   o.bind_ip = bind;
   if (!token_file.empty()) {
@@ -33,7 +35,7 @@ int main(int argc, char** argv) {
     }
     o.token = *token;
   }
-  o.max_jobs = static_cast<uint32_t>(max_jobs);
+  o.max_jobs = max_jobs;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);

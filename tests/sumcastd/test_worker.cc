@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "sumcast/cli.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/ipv4.h"
 #include "sumcast/shim/address.h"
@@ -58,55 +59,50 @@ struct Args {
   uint32_t qpn = 0;  // 0: 0x1000 + rank
 };
 
-int usage(const char* why) {
-  std::fprintf(stderr, "sumcast_test_worker: %s\n", why);
-  return 2;
+int usage(const std::string& why) {
+  std::fprintf(stderr, "sumcast_test_worker: %s\nrun sumcast_test_worker --help for the options\n", why.c_str());
+  return sumcast::cli::kExitUsage;
 }
 
-bool parse_args(int argc, char** argv, Args* a) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const std::string v = argv[i + 1];
-    if (k == "--control") {
-      const size_t colon = v.rfind(':');
-      a->control_host = v.substr(0, colon);
-      if (colon != std::string::npos) a->control_port = static_cast<uint16_t>(std::stoul(v.substr(colon + 1)));
-    } else if (k == "--token-file") {
-      a->token_file = v;
-    } else if (k == "--job") {
-      a->job = v;
-    } else if (k == "--world") {
-      a->world = static_cast<uint16_t>(std::stoul(v));
-    } else if (k == "--rank") {
-      a->rank = static_cast<uint16_t>(std::stoul(v));
-    } else if (k == "--ip") {
-      a->ip = v;
-    } else if (k == "--iface") {
-      a->iface = v;
-    } else if (k == "--elements") {
-      a->elements = std::stoull(v);
-    } else if (k == "--collectives") {
-      a->collectives = static_cast<uint32_t>(std::stoul(v));
-    } else if (k == "--dtype") {
-      if (v == "fp32") {
-        a->dtype = Dtype::kFp32;
-      } else if (v == "int32") {
-        a->dtype = Dtype::kInt32;
-      } else {
-        return false;
-      }
-    } else if (k == "--timeout-ms") {
-      a->timeout_ms = static_cast<uint32_t>(std::stoul(v));
-    } else if (k == "--udp-port") {
-      a->udp_port = static_cast<uint16_t>(std::stoul(v));
-    } else if (k == "--qpn") {
-      a->qpn = static_cast<uint32_t>(std::stoul(v, nullptr, 0));
-    } else {
-      return false;
-    }
-  }
-  return !a->control_host.empty() && !a->token_file.empty() && a->world > 0 && a->rank < a->world && !a->ip.empty() &&
-         !a->iface.empty() && a->elements > 0 && a->collectives > 0;
+// Returns -1 to go on, else the exit status.
+int parse_args(int argc, char** argv, Args* a) {
+  CLI::App app{"A deliberately small worker for sumcastd's integration tests: one rank, exact results checked.",
+               "sumcast_test_worker"};
+  sumcast::cli::setup(app);
+  app.add_option_function<std::string>(
+         "--control",
+         [a](const std::string& v) {
+           const size_t colon = v.rfind(':');
+           a->control_host = v.substr(0, colon);
+           if (colon == std::string::npos) return;
+           char* end = nullptr;
+           const unsigned long port = std::strtoul(v.c_str() + colon + 1, &end, 10);
+           if (end == v.c_str() + colon + 1 || *end != '\0' || port == 0 || port > 65535) {
+             throw CLI::ValidationError("--control", "needs IP[:PORT] with a port 1..65535, not " + v);
+           }
+           a->control_port = static_cast<uint16_t>(port);
+         },
+         "the appliance's control endpoint (port default 4790)")
+      ->type_name("IP[:PORT]")
+      ->required();
+  app.add_option("--token-file", a->token_file, "the appliance's shared secret")->required();
+  app.add_option("--job", a->job, "the job's name");
+  app.add_option("--world", a->world, "ranks in the job")->check(CLI::Range(1, 65535))->required();
+  app.add_option("--rank", a->rank, "this rank (< --world)")->check(CLI::Range(0, 65534));
+  app.add_option("--ip", a->ip, "this worker's IPv4 (the data socket binds to it)")->required();
+  app.add_option("--iface", a->iface, "the interface that holds --ip")->required();
+  app.add_option("--elements", a->elements, "elements per collective")->check(CLI::PositiveNumber);
+  app.add_option("--collectives", a->collectives, "collectives to run")->check(CLI::PositiveNumber);
+  app.add_option_function<std::string>(
+         "--dtype", [a](const std::string& v) { a->dtype = v == "int32" ? Dtype::kInt32 : Dtype::kFp32; },
+         "element type (default fp32)")
+      ->check(CLI::IsMember({"fp32", "int32"}));
+  app.add_option("--timeout-ms", a->timeout_ms, "bound of the whole run");
+  app.add_option("--udp-port", a->udp_port, "the data socket's UDP port");
+  app.add_option("--qpn", a->qpn, "this rank's QPN (0: 0x1000 + rank)")->check(CLI::Range(0, 0xFFFFFF));
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (a->rank >= a->world) return usage("--rank must be below --world");
+  return -1;
 }
 
 // The value rank r contributes for element i of collective c, and the sum over `world` ranks.
@@ -155,13 +151,9 @@ struct SlotState {
 
 int main(int argc, char** argv) {
   Args a;
-  try {
-    if (!parse_args(argc, argv, &a)) return usage("bad or missing arguments (see the comment at the top)");
-  } catch (...) {
-    return usage("malformed number");
-  }
+  if (const int rc = parse_args(argc, argv, &a); rc >= 0) return rc;
   const sumcast::Result<std::string> read = sumcast::read_token_file(a.token_file);
-  if (!read.ok()) return usage(("--token-file " + read.status().message()).c_str());
+  if (!read.ok()) return usage("--token-file " + read.status().message());
   const std::string token = *read;
   const std::optional<uint32_t> parsed_ip = sumcast::parse_ipv4(a.ip);
   if (!parsed_ip) return usage("bad --ip");

@@ -124,21 +124,8 @@ int parse_args(int argc, char** argv, Args* a) {
   app.add_option("-o,--output", a->output, "the pcap to write (FILE.pcap; with --files F, FILE-<i>.pcap)")
       ->type_name("FILE");
   app.add_option("--ranks", a->ranks, "ranks of the stress job")->check(CLI::Range(1, 65535));
-  std::vector<std::string> dtype_names;
-  for (int d = 0; d < sumcast::wire::kDtypeCount; ++d) {
-    dtype_names.emplace_back(sumcast::wire::dtype_name(static_cast<sumcast::wire::Dtype>(d)));
-  }
-  app.add_option_function<std::string>(
-         "--dtype",
-         [a](const std::string& v) {
-           for (int d = 0; d < sumcast::wire::kDtypeCount; ++d) {
-             if (v == sumcast::wire::dtype_name(static_cast<sumcast::wire::Dtype>(d))) {
-               a->dtype = static_cast<sumcast::wire::Dtype>(d);
-             }
-           }
-         },
-         "element type (default fp32)")
-      ->check(CLI::IsMember(dtype_names));
+  sumcast::cli::add_named_option(app, "--dtype", &a->dtype, sumcast::wire::kDtypeCount, sumcast::wire::dtype_name,
+                                 "element type (default fp32)");
   app.add_option("--payload", a->payload, "payload bytes per packet")
       ->check(CLI::Range(0u, static_cast<unsigned>(sumcast::wire::kMaxPayloadBytes)));
   app.add_option("--slots", a->slots, "window slots")->check(CLI::Range(0, 65535));

@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "sumcast/cli.h"
 #include "sumcast/embedded/service.h"
 #include "sumcast/kernels/kernels.h"
 #include "sumcast/shim/address.h"
@@ -119,80 +120,12 @@ struct Options {
   int gpus = 0;          // --gpus N: each rank owns N buffers, reduced on the host by the planner's plan
 };
 
-void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: sumcast-allreduce --appliance HOST:PORT[@WEIGHT]... --world N [--rank R] [options]\n"
-               "  --appliance HOST:PORT[@W]  control endpoint of an appliance (repeatable; weight W > 0:\n"
-               "                             each call's bytes are split in proportion; see --placement)\n"
-               "  --host-agg [H=]HOST:PORT[@W]  a worker host's summation service (sumcast-serve), aggregating\n"
-               "                             like an appliance; H: its host's index (default: the number of\n"
-               "                             --host-agg before it). Aggregators are used in the order given\n"
-               "  --placement auto|weights   auto (default without @W): the split that minimises the slowest\n"
-               "                             link (docs/scale-out.md); weights: the @W given (default 1)\n"
-               "  --hosts N                  worker hosts in the job (default --world)\n"
-               "  --host-mbit R[,R...]       the hosts' link bandwidths, one for all or one per host (default 1)\n"
-               "  --appliance-mbit R[,R...]  the appliances' link bandwidths (default: the first host's)\n"
-               "  --job NAME                 job name, the same on every rank (default sumcast-allreduce)\n"
-               "  --rank R --world N         this process's (first) rank and the job's size\n"
-               "  --local-ranks K            run ranks R..R+K-1 as threads of this process (default 1)\n"
-               "  --token-file PATH          shared secret (first line); default $SUMCAST_TOKEN_FILE\n"
-               "  --dtype fp32|fp16|bf16|int32|fp64   (default fp32)\n"
-               "  --op sum|min|max           (default sum)\n"
-               "  --min-bytes B --max-bytes B  sizes, doubling (default 4 .. 64M; suffixes K, M, G)\n"
-               "  --counts N,N,...           element counts to run, in this order, instead of the sweep\n"
-               "  --iters N --warmup N       timed and untimed iterations per size (default 20, 5)\n"
-               "  --gap-us U                 idle time before each timed call, not timed (default 0):\n"
-               "                             the latency of a call that finds the appliance idle\n"
-               "  --check                    verify every result exactly; count wrong elements (each\n"
-               "                             iteration gets new inputs; an out-of-place receive buffer is\n"
-               "                             poisoned before each call, so a result not written is wrong)\n"
-               "  --in-place                 send buffer = receive buffer (inputs rewritten each time)\n"
-               "  --gpus N                   each rank owns N buffers (host memory standing for N GPUs) and\n"
-               "                             calls the local-group all-reduce (sumcast_allreduce_local_group):\n"
-               "                             reduced on the host by the topology planner's plan, one\n"
-               "                             contribution per rank; buffer i of rank r holds the inputs of\n"
-               "                             rank r*N+i of a job of world*N; in place; fp32/fp64/int32\n"
-               "  --deterministic            ask for deterministic summation (docs/fidelity.md)\n"
-               "  --multicast                ask for results by IPv4 multicast (the appliance must allow\n"
-               "                             it; the counters line then shows multicast=1)\n"
-               "  --inputs int|real          integer inputs (default; exact sums) or non-integer ones of\n"
-               "                             mixed magnitudes (sums depend on the order of additions;\n"
-               "                             --check then needs --deterministic)\n"
-               "  --dump PATH                write the first local rank's results (each size's last\n"
-               "                             iteration, raw bytes in order) to PATH (%%r: that rank)\n"
-               "  --bind IP                  local IPv4 for the data socket (default: route to appliance)\n"
-               "  --payload B --slots S      payload bytes per packet wanted (1024; verbs: the port's MTU\n"
-               "                             less the 32-byte header), window slots (0 = default)\n"
-               "  --transport udp|verbs      kernel UDP socket (default) or an RDMA UD QP (RoCEv2 NIC)\n"
-               "  --rdma-device NAME --rdma-interface IF   verbs: the device, and the network interface\n"
-               "                             whose RoCEv2 GID to use (a VLAN interface carries its VLAN)\n"
-               "  --verbose                  say which transport, GID, MTU and payload were chosen\n"
-               "  --dscp D --ecn             DSCP (0..63) of contributions, and mark them ECT(0)\n"
-               "                             (default 0, not-ECT; match the appliance's port.dscp)\n"
-               "  --cnp-reaction on|off      udp: cut the window on a CNP or a CE-marked result (default on)\n"
-               "  --window-cut PCT --window-step N --window-cut-interval-us U   a CNP leaves PCT%% of the\n"
-               "                             window (50), N slots regrow per window of results (1), at most\n"
-               "                             one cut per U us (0: per smoothed RTT)\n"
-               "  --rto-us U --retries N --op-timeout-ms T   reliability knobs (5000, 100, 30000)\n"
-               "  --failover auto|on|off     survive the loss of an aggregator (docs/failover.md); auto:\n"
-               "                             on with more than one aggregator (default)\n"
-               "  --failover-after-ms T      silence that declares an aggregator lost (1000; < op timeout)\n"
-               "  --failover-timeout-ms T --failover-max N   bound of one failover, failovers per run\n"
-               "                             (30000, 4); each failover is printed (# failover ...)\n"
-               "  --call-log PATH            the first local rank's calls, one line each: the call's end\n"
-               "                             (Unix ns), its duration (us) and bytes; for perf/failover\n"
-               "  --serve IP[:PORT]          also host an embedded summation service (UDP 4791, control\n"
-               "                             PORT, default 4790) and use it when no --appliance is given;\n"
-               "                             list it with --host-agg to make this host an aggregator (the\n"
-               "                             ranks wait for every aggregator's control port first)\n"
-               "  --json                     print JSON lines instead of the table\n"
-               "busbw = algbw: through a summation service each byte crosses a host link once each way.\n");
-}
-
-bool parse_bytes(const char* s, uint64_t* out) {
+// Sizes like 64M: a count with an optional K, M or G (binary) suffix.
+bool parse_bytes(const std::string& s, uint64_t* out) {
+  const char* p = s.c_str();
   char* end = nullptr;
-  const unsigned long long v = std::strtoull(s, &end, 10);
-  if (end == s) return false;
+  const unsigned long long v = std::strtoull(p, &end, 10);
+  if (end == p) return false;
   uint64_t mult = 1;
   if (*end == 'K' || *end == 'k')
     mult = 1ull << 10, ++end;
@@ -205,53 +138,25 @@ bool parse_bytes(const char* s, uint64_t* out) {
   return true;
 }
 
-bool parse_int(const char* s, long lo, long hi, long* out) {
-  char* end = nullptr;
-  const long v = std::strtol(s, &end, 10);
-  if (end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-bool parse_dtype(const std::string& s, Dtype* d) {
-  for (int i = 0; i < sumcast::wire::kDtypeCount; ++i) {
-    if (s == sumcast::wire::dtype_name(static_cast<Dtype>(i))) {
-      *d = static_cast<Dtype>(i);
-      return true;
-    }
-  }
-  return false;
-}
-
-bool parse_op(const std::string& s, ReduceOp* o) {
-  for (int i = 0; i < sumcast::wire::kReduceOpCount; ++i) {
-    if (s == sumcast::wire::reduce_op_name(static_cast<ReduceOp>(i))) {
-      *o = static_cast<ReduceOp>(i);
-      return true;
-    }
-  }
-  return false;
-}
-
-bool parse_counts(const char* s, std::vector<uint64_t>* out) {
+// A comma-separated list of non-zero sizes (K/M/G suffixes allowed).
+bool parse_counts(const std::string& s, std::vector<uint64_t>* out) {
   out->clear();
-  std::string item;
-  for (const char* p = s;; ++p) {
-    if (*p != ',' && *p != '\0') {
-      item += *p;
-      continue;
-    }
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = s.find(',', at);
     uint64_t n = 0;
-    if (!parse_bytes(item.c_str(), &n) || n == 0) return false;  // K/M/G suffixes allowed
+    if (!parse_bytes(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at), &n) || n == 0) {
+      return false;
+    }
     out->push_back(n);
-    item.clear();
-    if (*p == '\0') return true;
+    if (comma == std::string::npos) return true;
+    at = comma + 1;
   }
 }
 
-bool parse_rates(const char* s, std::vector<double>* out) {
+// A comma-separated list of positive rates.
+bool parse_rates(const std::string& text, std::vector<double>* out) {
   out->clear();
-  const std::string text = s;
   size_t at = 0;
   for (;;) {
     const size_t comma = text.find(',', at);
@@ -265,174 +170,227 @@ bool parse_rates(const char* s, std::vector<double>* out) {
   }
 }
 
-// Returns 0 on success, else the exit code (2) after printing why.
+int usage_error(const std::string& why) {
+  std::fprintf(stderr, "sumcast-allreduce: %s\nrun sumcast-allreduce --help for the options\n", why.c_str());
+  return sumcast::cli::kExitUsage;
+}
+
+// Returns -1 to go on, else the exit status (0 after --help/--version, 2 on a usage error).
 int parse_args(int argc, char** argv, Options* o) {
-  auto need = [&](int& i) -> const char* {
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "sumcast-allreduce: %s needs a value\n", argv[i]);
-      return nullptr;
-    }
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const char* v = nullptr;
-    long n = 0;
-    bool ok = true;
-    if (a == "--help" || a == "-h") {
-      usage(stdout);
-      std::exit(0);
-    } else if (a == "--check") {
-      o->check = true;
-    } else if (a == "--in-place") {
-      o->in_place = true;
-    } else if (a == "--json") {
-      o->json = true;
-    } else if (a == "--deterministic") {
-      o->deterministic = true;
-    } else if (a == "--verbose") {
-      o->verbose = true;
-    } else if (a == "--multicast") {
-      o->multicast = true;
-    } else if (a == "--ecn") {
-      o->ecn = true;
-    } else if ((v = need(i)) == nullptr) {
-      return 2;
-    } else if (a == "--cnp-reaction") {
-      ok = std::string(v) == "on" || std::string(v) == "off", o->cnp_reaction = std::string(v) == "on";
-    } else if (a == "--window-cut") {
-      ok = parse_int(v, 1, 99, &n), o->window_cut = static_cast<uint32_t>(n);
-    } else if (a == "--window-step") {
-      ok = parse_int(v, 1, 65535, &n), o->window_step = static_cast<uint32_t>(n);
-    } else if (a == "--window-cut-interval-us") {
-      ok = parse_int(v, 0, 60000000, &n), o->window_cut_us = static_cast<uint32_t>(n);
-    } else if (a == "--appliance" || a == "--host-agg") {
-      AggregatorSpec spec;
-      std::string text = v;
-      spec.host = a == "--host-agg";
-      if (spec.host) {
-        int before = 0;
-        for (const auto& g : o->aggregators) before += g.host ? 1 : 0;
-        spec.host_index = before;
-        if (const size_t eq = text.find('='); eq != std::string::npos) {
-          ok = parse_int(text.substr(0, eq).c_str(), 0, 65534, &n), spec.host_index = static_cast<int>(n);
-          text = text.substr(eq + 1);
+  CLI::App app{
+      "All-reduce bandwidth and exactness through Sumcast appliances, like nccl-tests' all_reduce_perf:\n"
+      "  sumcast-allreduce --appliance HOST:PORT[@WEIGHT]... --world N [--rank R] [options]\n"
+      "busbw = algbw: through a summation service each byte crosses a host link once each way.",
+      "sumcast-allreduce"};
+  sumcast::cli::setup(app);
+  // As before: an option given twice takes its last value (--appliance and --host-agg add up).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  // The aggregators, --appliance and --host-agg in the order given: each occurrence is taken as it
+  // is parsed.
+  const auto add_aggregator = [o](bool host, std::string text) {
+    AggregatorSpec spec;
+    spec.host = host;
+    const char* name = host ? "--host-agg" : "--appliance";
+    if (host) {
+      int before = 0;
+      for (const auto& g : o->aggregators) before += g.host ? 1 : 0;
+      spec.host_index = before;
+      if (const size_t eq = text.find('='); eq != std::string::npos) {
+        const std::string index = text.substr(0, eq);
+        char* end = nullptr;
+        const long h = std::strtol(index.c_str(), &end, 10);
+        if (index.empty() || *end != '\0' || h < 0 || h > 65534) {
+          throw CLI::ValidationError(name, "host index must be 0..65534, not '" + index + "'");
         }
+        spec.host_index = static_cast<int>(h);
+        text = text.substr(eq + 1);
       }
-      spec.explicit_weight = text.find('@') != std::string::npos;
-      ok = ok && sumcast::shim::split_weight(text, &spec.address, &spec.weight).ok();
-      if (ok) o->aggregators.push_back(spec);
-    } else if (a == "--placement") {
-      o->placement = v;
-      ok = o->placement == "auto" || o->placement == "weights";
-    } else if (a == "--hosts") {
-      ok = parse_int(v, 1, 65535, &n), o->hosts = static_cast<int>(n);
-    } else if (a == "--host-mbit") {
-      ok = parse_rates(v, &o->host_mbit);
-    } else if (a == "--appliance-mbit") {
-      ok = parse_rates(v, &o->appliance_mbit);
-    } else if (a == "--job") {
-      o->job = v;
-    } else if (a == "--rank") {
-      ok = parse_int(v, 0, 65534, &n), o->rank = static_cast<int>(n);
-    } else if (a == "--world") {
-      ok = parse_int(v, 1, 65535, &n), o->world = static_cast<int>(n);
-    } else if (a == "--local-ranks") {
-      ok = parse_int(v, 1, 1024, &n), o->local_ranks = static_cast<int>(n);
-    } else if (a == "--token-file") {
-      o->token_file = v;
-    } else if (a == "--dtype") {
-      ok = parse_dtype(v, &o->dtype);
-    } else if (a == "--op") {
-      ok = parse_op(v, &o->op);
-    } else if (a == "--min-bytes") {
-      ok = parse_bytes(v, &o->min_bytes);
-    } else if (a == "--max-bytes") {
-      ok = parse_bytes(v, &o->max_bytes);
-    } else if (a == "--counts") {
-      ok = parse_counts(v, &o->counts);
-    } else if (a == "--gpus") {
-      ok = parse_int(v, 1, 64, &n), o->gpus = static_cast<int>(n);
-    } else if (a == "--iters") {
-      ok = parse_int(v, 1, 1000000, &n), o->iters = static_cast<int>(n);
-    } else if (a == "--warmup") {
-      ok = parse_int(v, 0, 1000000, &n), o->warmup = static_cast<int>(n);
-    } else if (a == "--gap-us") {
-      ok = parse_int(v, 0, 10000000, &n), o->gap_us = static_cast<uint32_t>(n);
-    } else if (a == "--bind") {
-      o->bind_ip = v;
-    } else if (a == "--payload") {
-      ok = parse_int(v, 2, 4096, &n), o->payload = static_cast<uint32_t>(n);
-      o->payload_explicit = true;
-    } else if (a == "--transport") {
-      ok = std::string(v) == "udp" || std::string(v) == "verbs";
-      o->verbs = std::string(v) == "verbs";
-    } else if (a == "--rdma-device") {
-      o->rdma_device = v;
-    } else if (a == "--rdma-interface") {
-      o->rdma_interface = v;
-    } else if (a == "--dscp") {
-      ok = parse_int(v, 0, 63, &n), o->dscp = static_cast<uint32_t>(n);
-    } else if (a == "--slots") {
-      ok = parse_int(v, 0, 65535, &n), o->slots = static_cast<uint32_t>(n);
-    } else if (a == "--rto-us") {
-      ok = parse_int(v, 1, 100000000, &n), o->rto_us = static_cast<uint32_t>(n);
-    } else if (a == "--retries") {
-      ok = parse_int(v, 0, 1000000000, &n), o->retries = static_cast<uint32_t>(n);
-    } else if (a == "--op-timeout-ms") {
-      ok = parse_int(v, 0, 100000000, &n), o->op_timeout_ms = static_cast<uint32_t>(n);
-    } else if (a == "--failover") {
-      ok = std::strcmp(v, "auto") == 0 || std::strcmp(v, "on") == 0 || std::strcmp(v, "off") == 0;
-      o->failover = std::strcmp(v, "on") == 0    ? CommConfig::Failover::kOn
-                    : std::strcmp(v, "off") == 0 ? CommConfig::Failover::kOff
-                                                 : CommConfig::Failover::kAuto;
-    } else if (a == "--failover-after-ms") {
-      ok = parse_int(v, 1, 100000000, &n), o->failover_after_ms = static_cast<uint32_t>(n);
-    } else if (a == "--failover-timeout-ms") {
-      ok = parse_int(v, 1, 100000000, &n), o->failover_timeout_ms = static_cast<uint32_t>(n);
-    } else if (a == "--failover-max") {
-      ok = parse_int(v, 0, 1000000, &n), o->failover_max = static_cast<uint32_t>(n);
-    } else if (a == "--call-log") {
-      o->call_log = v;
-    } else if (a == "--serve") {
-      o->serve = v;
-    } else if (a == "--inputs") {
-      ok = std::strcmp(v, "int") == 0 || std::strcmp(v, "real") == 0;
-      o->real_inputs = std::strcmp(v, "real") == 0;
-    } else if (a == "--dump") {
-      o->dump = v;
-    } else {
-      std::fprintf(stderr, "sumcast-allreduce: unknown option %s\n", a.c_str());
-      usage(stderr);
-      return 2;
     }
-    if (!ok) {
-      std::fprintf(stderr, "sumcast-allreduce: bad value for %s: '%s'\n", a.c_str(), v);
-      return 2;
+    spec.explicit_weight = text.find('@') != std::string::npos;
+    if (Status st = sumcast::shim::split_weight(text, &spec.address, &spec.weight); !st.ok()) {
+      throw CLI::ValidationError(name, st.to_string());
     }
-  }
-  if (o->world == 0) {
-    std::fprintf(stderr, "sumcast-allreduce: --world is required\n");
-    return 2;
-  }
+    o->aggregators.push_back(spec);
+  };
+  app.add_option_function<std::string>(
+         "--appliance", [add_aggregator](const std::string& v) { add_aggregator(false, v); },
+         "control endpoint of an appliance (repeatable; weight W > 0: each call's bytes are split in proportion; "
+         "see --placement)")
+      ->type_name("HOST:PORT[@W]")
+      ->trigger_on_parse();
+  app.add_option_function<std::string>(
+         "--host-agg", [add_aggregator](const std::string& v) { add_aggregator(true, v); },
+         "a worker host's summation service (sumcast-serve), aggregating like an appliance; H: its host's index "
+         "(default: the number of --host-agg before it). Aggregators are used in the order given")
+      ->type_name("[H=]HOST:PORT[@W]")
+      ->trigger_on_parse();
+  app.add_option("--placement", o->placement,
+                 "auto (default without @W): the split that minimises the slowest link (docs/scale-out.md); "
+                 "weights: the @W given (default 1)")
+      ->check(CLI::IsMember({"auto", "weights"}))
+      ->type_name("auto|weights");
+  app.add_option("--hosts", o->hosts, "worker hosts in the job (0: --world)")->check(CLI::Range(1, 65535));
+  const auto rates = [&app](const char* name, std::vector<double>* out, const char* what) {
+    app.add_option_function<std::string>(
+           name,
+           [name, out](const std::string& v) {
+             if (!parse_rates(v, out)) throw CLI::ValidationError(name, "needs positive rates R[,R...], not " + v);
+           },
+           what)
+        ->type_name("R[,R...]");
+  };
+  rates("--host-mbit", &o->host_mbit, "the hosts' link bandwidths, one for all or one per host (default 1)");
+  rates("--appliance-mbit", &o->appliance_mbit, "the appliances' link bandwidths (default: the first host's)");
+  app.add_option("--job", o->job, "job name, the same on every rank");
+  app.add_option("--rank", o->rank, "this process's (first) rank")->check(CLI::Range(0, 65534));
+  app.add_option("--world", o->world, "the job's size (required)")->check(CLI::Range(1, 65535));
+  app.add_option("--local-ranks", o->local_ranks, "run ranks R..R+K-1 as threads of this process")
+      ->check(CLI::Range(1, 1024))
+      ->type_name("K");
+  app.add_option("--token-file", o->token_file, "shared secret (first line); default $SUMCAST_TOKEN_FILE")
+      ->type_name("PATH");
+  sumcast::cli::add_named_option(app, "--dtype", &o->dtype, sumcast::wire::kDtypeCount, sumcast::wire::dtype_name,
+                                 "element type (default fp32)");
+  sumcast::cli::add_named_option(app, "--op", &o->op, sumcast::wire::kReduceOpCount, sumcast::wire::reduce_op_name,
+                                 "reduction (default sum)");
+  const auto size_option = [&app](const char* name, uint64_t* out, const char* what) {
+    app.add_option_function<std::string>(
+           name,
+           [name, out](const std::string& v) {
+             if (!parse_bytes(v, out)) throw CLI::ValidationError(name, "needs a size like 64M, not " + v);
+           },
+           what)
+        ->type_name("B[K|M|G]");
+  };
+  size_option("--min-bytes", &o->min_bytes, "smallest size of the doubling sweep (default 4)");
+  size_option("--max-bytes", &o->max_bytes, "largest size of the doubling sweep (default 64M)");
+  app.add_option_function<std::string>(
+         "--counts",
+         [o](const std::string& v) {
+           if (!parse_counts(v, &o->counts)) {
+             throw CLI::ValidationError("--counts", "needs non-zero counts N[,N...] (K, M, G allowed), not " + v);
+           }
+         },
+         "element counts to run, in this order, instead of the sweep")
+      ->type_name("N,N,...");
+  app.add_option("--iters", o->iters, "timed iterations per size")->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", o->warmup, "untimed iterations per size")->check(CLI::Range(0, 1000000));
+  app.add_option("--gap-us", o->gap_us,
+                 "idle time before each timed call, not timed: the latency of a call that finds the appliance idle")
+      ->check(CLI::Range(0, 10000000))
+      ->type_name("U");
+  app.add_flag("--check", o->check,
+               "verify every result exactly; count wrong elements (each iteration gets new inputs; an out-of-place "
+               "receive buffer is poisoned before each call, so a result not written is wrong)");
+  app.add_flag("--in-place", o->in_place, "send buffer = receive buffer (inputs rewritten each time)");
+  app.add_option("--gpus", o->gpus,
+                 "each rank owns N buffers (host memory standing for N GPUs) and calls the local-group all-reduce "
+                 "(sumcast_allreduce_local_group): reduced on the host by the topology planner's plan, one "
+                 "contribution per rank; buffer i of rank r holds the inputs of rank r*N+i of a job of world*N; in "
+                 "place; fp32/fp64/int32 (0: off)")
+      ->check(CLI::Range(1, 64));
+  app.add_flag("--deterministic", o->deterministic, "ask for deterministic summation (docs/fidelity.md)");
+  app.add_flag("--multicast", o->multicast,
+               "ask for results by IPv4 multicast (the appliance must allow it; the counters line then shows "
+               "multicast=1)");
+  app.add_option_function<std::string>(
+         "--inputs", [o](const std::string& v) { o->real_inputs = v == "real"; },
+         "integer inputs (default; exact sums) or non-integer ones of mixed magnitudes (sums depend on the order "
+         "of additions; --check then needs --deterministic)")
+      ->check(CLI::IsMember({"int", "real"}))
+      ->type_name("int|real");
+  app.add_option("--dump", o->dump,
+                 "write the first local rank's results (each size's last iteration, raw bytes in order) to PATH "
+                 "(%r: that rank)")
+      ->type_name("PATH");
+  app.add_option("--bind", o->bind_ip, "local IPv4 for the data socket (default: route to appliance)")->type_name("IP");
+  app.add_option_function<uint32_t>(
+         "--payload",
+         [o](uint32_t v) {
+           o->payload = v;
+           o->payload_explicit = true;
+         },
+         "payload bytes per packet wanted (default 1024; verbs: the port's MTU less the 32-byte header)")
+      ->check(CLI::Range(2, 4096))
+      ->type_name("B");
+  app.add_option("--slots", o->slots, "window slots (0 = default)")->check(CLI::Range(0, 65535))->type_name("S");
+  app.add_option_function<std::string>(
+         "--transport", [o](const std::string& v) { o->verbs = v == "verbs"; },
+         "kernel UDP socket (default) or an RDMA UD QP (RoCEv2 NIC)")
+      ->check(CLI::IsMember({"udp", "verbs"}))
+      ->type_name("udp|verbs");
+  app.add_option("--rdma-device", o->rdma_device, "verbs: the device")->type_name("NAME");
+  app.add_option("--rdma-interface", o->rdma_interface,
+                 "verbs: the network interface whose RoCEv2 GID to use (a VLAN interface carries its VLAN)")
+      ->type_name("IF");
+  app.add_flag("--verbose", o->verbose, "say which transport, GID, MTU and payload were chosen");
+  app.add_option("--dscp", o->dscp, "DSCP of contributions (match the appliance's port.dscp)")
+      ->check(CLI::Range(0, 63))
+      ->type_name("D");
+  app.add_flag("--ecn", o->ecn, "mark contributions ECT(0) (default not-ECT)");
+  app.add_option_function<std::string>(
+         "--cnp-reaction", [o](const std::string& v) { o->cnp_reaction = v == "on"; },
+         "udp: cut the window on a CNP or a CE-marked result (default on)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off");
+  app.add_option("--window-cut", o->window_cut, "a CNP leaves PCT% of the window")
+      ->check(CLI::Range(1, 99))
+      ->type_name("PCT");
+  app.add_option("--window-step", o->window_step, "N slots regrow per window of results")
+      ->check(CLI::Range(1, 65535))
+      ->type_name("N");
+  app.add_option("--window-cut-interval-us", o->window_cut_us, "at most one cut per U us (0: per smoothed RTT)")
+      ->check(CLI::Range(0, 60000000))
+      ->type_name("U");
+  app.add_option("--rto-us", o->rto_us, "retransmission timeout")->check(CLI::Range(1, 100000000))->type_name("U");
+  app.add_option("--retries", o->retries, "retransmissions per packet")->check(CLI::Range(0, 1000000000));
+  app.add_option("--op-timeout-ms", o->op_timeout_ms, "bound of one call")
+      ->check(CLI::Range(0, 100000000))
+      ->type_name("T");
+  app.add_option_function<std::string>(
+         "--failover",
+         [o](const std::string& v) {
+           o->failover = v == "on"    ? CommConfig::Failover::kOn
+                         : v == "off" ? CommConfig::Failover::kOff
+                                      : CommConfig::Failover::kAuto;
+         },
+         "survive the loss of an aggregator (docs/failover.md); auto: on with more than one aggregator (default)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->type_name("auto|on|off");
+  app.add_option("--failover-after-ms", o->failover_after_ms,
+                 "silence that declares an aggregator lost (< --op-timeout-ms)")
+      ->check(CLI::Range(1, 100000000))
+      ->type_name("T");
+  app.add_option("--failover-timeout-ms", o->failover_timeout_ms, "bound of one failover")
+      ->check(CLI::Range(1, 100000000))
+      ->type_name("T");
+  app.add_option("--failover-max", o->failover_max, "failovers per run; each is printed (# failover ...)")
+      ->check(CLI::Range(0, 1000000))
+      ->type_name("N");
+  app.add_option("--call-log", o->call_log,
+                 "the first local rank's calls, one line each: the call's end (Unix ns), its duration (us) and "
+                 "bytes; for perf/failover")
+      ->type_name("PATH");
+  app.add_option("--serve", o->serve,
+                 "also host an embedded summation service (UDP 4791, control PORT, default 4790) and use it when no "
+                 "--appliance is given; list it with --host-agg to make this host an aggregator (the ranks wait for "
+                 "every aggregator's control port first)")
+      ->type_name("IP[:PORT]");
+  app.add_flag("--json", o->json, "print JSON lines instead of the table");
+  if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
+  if (o->world == 0) return usage_error("--world is required");
   if (o->rank + o->local_ranks > o->world) {
-    std::fprintf(stderr, "sumcast-allreduce: ranks %d..%d exceed --world %d\n", o->rank, o->rank + o->local_ranks - 1,
-                 o->world);
-    return 2;
+    return usage_error("ranks " + std::to_string(o->rank) + ".." + std::to_string(o->rank + o->local_ranks - 1) +
+                       " exceed --world " + std::to_string(o->world));
   }
   if (o->real_inputs && o->check && (!o->deterministic || o->op != ReduceOp::kSum)) {
-    std::fprintf(stderr, "sumcast-allreduce: --check with --inputs real needs --deterministic and --op sum\n");
-    return 2;
+    return usage_error("--check with --inputs real needs --deterministic and --op sum");
   }
   if (o->gpus > 0 &&
       (o->real_inputs || (o->dtype != Dtype::kFp32 && o->dtype != Dtype::kFp64 && o->dtype != Dtype::kInt32))) {
-    std::fprintf(stderr, "sumcast-allreduce: --gpus needs integer inputs and fp32, fp64 or int32\n");
-    return 2;
+    return usage_error("--gpus needs integer inputs and fp32, fp64 or int32");
   }
-  if (o->aggregators.empty() && o->serve.empty()) {
-    std::fprintf(stderr, "sumcast-allreduce: give --appliance (or --serve)\n");
-    return 2;
-  }
+  if (o->aggregators.empty() && o->serve.empty()) return usage_error("give --appliance (or --serve)");
   const size_t es = sumcast::wire::dtype_size(o->dtype);
   if (o->counts.empty()) {
     o->min_bytes = std::max<uint64_t>(es, o->min_bytes / es * es);
@@ -445,7 +403,7 @@ int parse_args(int argc, char** argv, Options* o) {
   if (o->token_file.empty() && std::getenv("SUMCAST_TOKEN_FILE") != nullptr) {
     o->token_file = std::getenv("SUMCAST_TOKEN_FILE");
   }
-  return 0;
+  return -1;
 }
 
 // ---- Deterministic inputs -----------------------------------------------------------------
@@ -947,7 +905,7 @@ void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool 
 
 int main(int argc, char** argv) {
   Options o;
-  if (int rc = parse_args(argc, argv, &o); rc != 0) return rc;
+  if (const int rc = parse_args(argc, argv, &o); rc >= 0) return rc;
 
   std::string token;
   if (!o.token_file.empty()) {

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace sumcast::cli {
 
@@ -24,6 +25,25 @@ inline void setup(CLI::App& app) {
   app.set_version_flag("--version", std::string(app.get_name()) + " " + version(), "print the version and exit");
   app.option_defaults()->always_capture_default();
   app.get_formatter()->column_width(34);
+}
+
+// An option whose value is one of the names name_of(E(0)) .. name_of(E(count - 1)) (a dtype, a
+// reduction): stores the matching E in *out; any other value is a usage error that lists them.
+template <typename E, typename NameOf>
+CLI::Option* add_named_option(CLI::App& app, const std::string& flag, E* out, int count, NameOf name_of,
+                              const std::string& what) {
+  std::vector<std::string> names;
+  for (int i = 0; i < count; ++i) names.emplace_back(name_of(static_cast<E>(i)));
+  return app
+      .add_option_function<std::string>(
+          flag,
+          [out, count, name_of](const std::string& v) {
+            for (int i = 0; i < count; ++i) {
+              if (v == name_of(static_cast<E>(i))) *out = static_cast<E>(i);
+            }
+          },
+          what)
+      ->check(CLI::IsMember(names));
 }
 
 // Whether `name` (e.g. "--json", "-c") is an option of `app` or of any of its subcommands.
