@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -38,12 +39,14 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "sumcast/cli.h"
 #include "sumcast/ipv4.h"
+#include "sumcast/mac.h"
 #include "sumcast/pktgen/stream.h"
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/control_client.h"
@@ -97,20 +100,12 @@ int usage(const std::string& why) {
   return kExitUsage;
 }
 
-bool parse_mac(const std::string& text, uint8_t mac[6]) {
-  unsigned v[6];
-  if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6) return false;
-  for (int i = 0; i < 6; ++i) {
-    if (v[i] > 255) return false;
-    mac[i] = static_cast<uint8_t>(v[i]);
-  }
+// A MAC given on the command line (sumcast/mac.h's form) into a 6-byte array.
+bool parse_mac_into(const std::string& text, uint8_t mac[6]) {
+  const std::optional<sumcast::MacAddress> m = sumcast::parse_mac(text);
+  if (!m) return false;
+  std::copy(m->begin(), m->end(), mac);
   return true;
-}
-
-std::string mac_text(const uint8_t m[6]) {
-  char b[18];
-  std::snprintf(b, sizeof(b), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-  return b;
 }
 
 // Returns -1 to go on, else the exit status.
@@ -311,7 +306,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   uint8_t src_mac[6];
-  if (!a.iface.empty() ? !sumcast::shim::interface_mac(a.iface, src_mac) : !parse_mac(a.src_mac, src_mac)) {
+  if (!a.iface.empty() ? !sumcast::shim::interface_mac(a.iface, src_mac) : !parse_mac_into(a.src_mac, src_mac)) {
     return usage(!a.iface.empty() ? "cannot read the MAC of --iface " + a.iface : "--src-mac: bad MAC " + a.src_mac);
   }
   const std::optional<uint32_t> parsed_src_ip = sumcast::parse_ipv4(a.src_ip);
@@ -355,7 +350,7 @@ int main(int argc, char** argv) {
     spec.qkey = a.qkey;
     spec.slots = static_cast<uint16_t>(a.slots);
     spec.payload_bytes = static_cast<uint16_t>(a.payload);
-    if (!parse_mac(a.appliance_mac, spec.appliance_mac)) return usage("--appliance-mac: bad MAC");
+    if (!parse_mac_into(a.appliance_mac, spec.appliance_mac)) return usage("--appliance-mac: bad MAC");
     const std::optional<uint32_t> appliance_ip = sumcast::parse_ipv4(a.appliance_ip);
     if (!appliance_ip) return usage("--appliance-ip: bad IPv4 address");
     spec.appliance_ip = *appliance_ip;
@@ -397,7 +392,7 @@ int main(int argc, char** argv) {
   std::printf("sumcast-pcapgen: ready: job %" PRIu32 " qkey 0x%08" PRIx32 " %s ranks %zu slots %u rounds %" PRIu32
               " payload %u frames %" PRIu64 " results %" PRIu64 " appliance %s %s qpns %s files%s\n",
               spec.job_id, spec.qkey, sumcast::wire::dtype_name(spec.dtype), spec.ranks.size(), spec.slots, spec.rounds,
-              spec.payload_bytes, frames.value(), frames.value(), mac_text(spec.appliance_mac).c_str(),
+              spec.payload_bytes, frames.value(), frames.value(), sumcast::format_mac(spec.appliance_mac).c_str(),
               sumcast::format_ipv4(spec.appliance_ip).c_str(), qpns.c_str(), files.c_str());
   std::fflush(stdout);
   if (!a.info.empty()) {
