@@ -120,13 +120,8 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
       const bool kernel_same = load_be32(ip + 12) == ip_addr && load_be16(udp) == port && load_be16(ip + 4) == 0 &&
                                (load_be16(ip + 6) & 0xE000) == kIpFlagsDf;
       if (!kernel_same) {
-        icrc::UdpFields f;
-        f.src_ip = ip_addr;
-        f.dst_ip = dst_ip;
-        f.src_port = port;
-        f.dst_port = dst_port;
-        f.ip_id = 0;
-        f.dont_fragment = true;
+        // IP ID 0 and DF: what the kernel writes for a DF datagram from an unconnected socket.
+        const icrc::UdpFields f{.src_ip = ip_addr, .dst_ip = dst_ip, .src_port = port, .dst_port = dst_port};
         icrc::stamp_udp(f, std::span<uint8_t>(roce, roce_len));
         bump(counters.tx_restamped);
       }

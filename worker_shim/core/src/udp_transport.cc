@@ -205,13 +205,8 @@ size_t UdpTransport::build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32
   std::memcpy(buf + wire::kRoceHeadersLen, payload, payload_len);
   const size_t len = wire::roce_len(payload_len);
   std::memset(buf + wire::kRoceHeadersLen + payload_len, 0, len - wire::kRoceHeadersLen - payload_len);
-  icrc::UdpFields f;
-  f.src_ip = ip_;
-  f.dst_ip = p.spec.ip;
-  f.src_port = port_;
-  f.dst_port = p.spec.udp_port;
-  f.ip_id = 0;
-  f.dont_fragment = true;
+  // IP ID 0 and DF: what the kernel writes for a DF datagram from an unconnected socket.
+  const icrc::UdpFields f{.src_ip = ip_, .dst_ip = p.spec.ip, .src_port = port_, .dst_port = p.spec.udp_port};
   icrc::stamp_udp(f, std::span<uint8_t>(buf, len));
   return len;
 }
@@ -315,13 +310,8 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
     }
     const uint32_t src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
     const uint16_t src_port = ntohs(rx_addr_[i].sin_port);
-    icrc::UdpFields f;
-    f.src_ip = src_ip;
-    f.dst_ip = dst_ip;
-    f.src_port = src_port;
-    f.dst_port = dst_port;
-    f.ip_id = 0;
-    f.dont_fragment = true;
+    // IP ID 0 and DF: what the kernel writes for a DF datagram from an unconnected socket.
+    const icrc::UdpFields f{.src_ip = src_ip, .dst_ip = dst_ip, .src_port = src_port, .dst_port = dst_port};
     uint32_t cnp_qp = 0;
     if (wire::parse_cnp(std::span<const uint8_t>(data, len), &cnp_qp)) {
       // Congestion notification: no Sumcast header, so the peer is the appliance at that source

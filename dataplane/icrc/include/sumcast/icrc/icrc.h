@@ -40,7 +40,7 @@ struct UdpFields {
   uint32_t dst_ip = 0;  // host order
   uint16_t src_port = 0;
   uint16_t dst_port = 0;
-  uint16_t ip_id = 0;
+  uint16_t ip_id = 0;  // what Linux writes for a DF datagram from an unconnected socket
   bool dont_fragment = true;
 };
 // `roce` runs from the BTH to the end of the ICRC field (the UDP payload).
