@@ -25,22 +25,6 @@ namespace {
 
 using namespace sumcast::topo;
 
-// A size like 64M: a count with an optional K, M or G (binary) suffix; false when malformed.
-bool parse_size(const std::string& s, uint64_t* out) {
-  char* end = nullptr;
-  uint64_t v = std::strtoull(s.c_str(), &end, 10);
-  if (end == s.c_str()) return false;
-  if (*end == 'K')
-    v <<= 10, ++end;
-  else if (*end == 'M')
-    v <<= 20, ++end;
-  else if (*end == 'G')
-    v <<= 30, ++end;
-  if (*end != '\0') return false;
-  *out = v;
-  return true;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -55,15 +39,7 @@ int main(int argc, char** argv) {
                "sumcast_bench_local_step"};
   sumcast::cli::setup(app);
   app.add_option("--file", file, "the host description (any format sumcast-topo reads)")->type_name("HOST")->required();
-  app.add_option_function<std::string>(
-         "--bytes",
-         [&bytes](const std::string& v) {
-           if (!parse_size(v, &bytes) || bytes < 4) {
-             throw CLI::ValidationError("--bytes", "needs a size of at least 4 like 64M, not " + v);
-           }
-         },
-         "buffer per GPU (default 64M)")
-      ->type_name("N[K|M|G]");
+  sumcast::cli::add_size_option(app, "--bytes", &bytes, "buffer per GPU (default 64M)", 4);
   app.add_option("--iters", iters, "timed runs, after one warm-up")->check(CLI::Range(1, 1000000));
   std::vector<std::string> strategy_names;
   for (int s = 0; s < kStrategyCount; ++s) strategy_names.emplace_back(strategy_name(static_cast<Strategy>(s)));

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "sumcast/byte_size.h"
 #include "sumcast/ipv4.h"
 #include "sumcast/mac.h"
 #include "sumcast/status.h"
@@ -28,6 +29,20 @@ TEST(Ipv4, FormatIsTheInverseOfParse) {
     ASSERT_TRUE(ip.has_value()) << text;
     EXPECT_EQ(format_ipv4(*ip), text);
   }
+}
+
+TEST(ByteSize, CountsWithBinarySuffixes) {
+  EXPECT_EQ(sumcast::parse_byte_size("0"), 0u);
+  EXPECT_EQ(sumcast::parse_byte_size("65536"), 65536u);
+  EXPECT_EQ(sumcast::parse_byte_size("64K"), 65536u);
+  EXPECT_EQ(sumcast::parse_byte_size("64k"), 65536u);
+  EXPECT_EQ(sumcast::parse_byte_size("4M"), 4u << 20);
+  EXPECT_EQ(sumcast::parse_byte_size("1G"), 1u << 30);
+  EXPECT_EQ(sumcast::parse_byte_size("2KiB"), 2048u);
+  EXPECT_EQ(sumcast::parse_byte_size("3MB"), 3u << 20);
+  EXPECT_EQ(sumcast::parse_byte_size("17179869183G"), 17179869183ull << 30);
+  for (const char* bad : {"", "K", "12Q", "1.5M", "-1", " 4M", "4M ", "4MiBs", "17179869184G", "99999999999999999999"})
+    EXPECT_FALSE(sumcast::parse_byte_size(bad).has_value()) << bad;
 }
 
 TEST(Mac, ParsesSixHexBytesInEitherCase) {

@@ -120,35 +120,16 @@ struct Options {
   int gpus = 0;          // --gpus N: each rank owns N buffers, reduced on the host by the planner's plan
 };
 
-// Sizes like 64M: a count with an optional K, M or G (binary) suffix.
-bool parse_bytes(const std::string& s, uint64_t* out) {
-  const char* p = s.c_str();
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(p, &end, 10);
-  if (end == p) return false;
-  uint64_t mult = 1;
-  if (*end == 'K' || *end == 'k')
-    mult = 1ull << 10, ++end;
-  else if (*end == 'M' || *end == 'm')
-    mult = 1ull << 20, ++end;
-  else if (*end == 'G' || *end == 'g')
-    mult = 1ull << 30, ++end;
-  if (*end != '\0') return false;
-  *out = v * mult;
-  return true;
-}
-
 // A comma-separated list of non-zero sizes (K/M/G suffixes allowed).
 bool parse_counts(const std::string& s, std::vector<uint64_t>* out) {
   out->clear();
   size_t at = 0;
   for (;;) {
     const size_t comma = s.find(',', at);
-    uint64_t n = 0;
-    if (!parse_bytes(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at), &n) || n == 0) {
-      return false;
-    }
-    out->push_back(n);
+    const auto n = sumcast::parse_byte_size(
+        std::string_view(s).substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (!n || *n == 0) return false;
+    out->push_back(*n);
     if (comma == std::string::npos) return true;
     at = comma + 1;
   }
@@ -253,17 +234,8 @@ int parse_args(int argc, char** argv, Options* o) {
                                  "element type (default fp32)");
   sumcast::cli::add_named_option(app, "--op", &o->op, sumcast::wire::kReduceOpCount, sumcast::wire::reduce_op_name,
                                  "reduction (default sum)");
-  const auto size_option = [&app](const char* name, uint64_t* out, const char* what) {
-    app.add_option_function<std::string>(
-           name,
-           [name, out](const std::string& v) {
-             if (!parse_bytes(v, out)) throw CLI::ValidationError(name, "needs a size like 64M, not " + v);
-           },
-           what)
-        ->type_name("B[K|M|G]");
-  };
-  size_option("--min-bytes", &o->min_bytes, "smallest size of the doubling sweep (default 4)");
-  size_option("--max-bytes", &o->max_bytes, "largest size of the doubling sweep (default 64M)");
+  sumcast::cli::add_size_option(app, "--min-bytes", &o->min_bytes, "smallest size of the doubling sweep (default 4)");
+  sumcast::cli::add_size_option(app, "--max-bytes", &o->max_bytes, "largest size of the doubling sweep (default 64M)");
   app.add_option_function<std::string>(
          "--counts",
          [o](const std::string& v) {

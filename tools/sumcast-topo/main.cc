@@ -22,27 +22,6 @@ namespace {
 
 using namespace sumcast::topo;
 
-bool parse_bytes(std::string_view s, uint64_t& out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  std::string str(s);
-  double v = std::strtod(str.c_str(), &end);
-  uint64_t mult = 1;
-  std::string_view unit(end);
-  if (unit == "K" || unit == "k" || unit == "KiB") {
-    mult = 1ull << 10;
-  } else if (unit == "M" || unit == "m" || unit == "MiB") {
-    mult = 1ull << 20;
-  } else if (unit == "G" || unit == "g" || unit == "GiB") {
-    mult = 1ull << 30;
-  } else if (!unit.empty()) {
-    return false;
-  }
-  if (v < 0) return false;
-  out = static_cast<uint64_t>(v * static_cast<double>(mult));
-  return true;
-}
-
 int fail(const std::string& msg) {
   std::fprintf(stderr, "sumcast-topo: %s\n", msg.c_str());
   return 1;
@@ -108,13 +87,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--smp-gbps", load.smp_gbps, "socket interconnect")->check(CLI::PositiveNumber);
   app.add_option("--nic-gbps", load.nic_gbps, "NIC speed (12.5 = 100 Gb/s)")->check(CLI::PositiveNumber);
-  app.add_option_function<std::string>(
-         "--bytes",
-         [&request](const std::string& v) {
-           if (!parse_bytes(v, request.bytes)) throw CLI::ValidationError("--bytes", "needs a size like 64M, not " + v);
-         },
-         "buffer per GPU (default 64M)")
-      ->type_name("N[K|M|G]");
+  sumcast::cli::add_size_option(app, "--bytes", &request.bytes, "buffer per GPU (default 64M)");
   app.add_option_function<std::string>(
          "--dtype", [&request](const std::string& v) { request.elem_size = v == "fp64" ? 8 : 4; },
          "element type (default fp32)")

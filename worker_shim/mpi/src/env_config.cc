@@ -9,6 +9,7 @@
 #include <charconv>
 #include <fstream>
 
+#include "sumcast/byte_size.h"
 #include "sumcast/shim/address.h"
 #include "sumcast/token_file.h"
 
@@ -308,32 +309,9 @@ Result<bool> parse_bool(std::string_view text) {
 }
 
 Result<uint64_t> parse_bytes(std::string_view text) {
-  text = trim(text);
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end == text.data()) return Status::invalid_argument("not a byte count");
-  std::string_view rest = text.substr(static_cast<size_t>(end - text.data()));
-  unsigned shift = 0;
-  if (!rest.empty()) {
-    switch (std::tolower(static_cast<unsigned char>(rest.front()))) {
-      case 'k':
-        shift = 10;
-        break;
-      case 'm':
-        shift = 20;
-        break;
-      case 'g':
-        shift = 30;
-        break;
-      default:
-        return Status::invalid_argument("not a byte count (suffixes K, M, G)");
-    }
-    rest.remove_prefix(1);
-    if (!rest.empty() && (rest == "B" || rest == "b" || rest == "iB" || rest == "ib")) rest = {};
-    if (!rest.empty()) return Status::invalid_argument("not a byte count (suffixes K, M, G)");
-  }
-  if (shift != 0 && v > (~uint64_t{0} >> shift)) return Status::invalid_argument("too large");
-  return v << shift;
+  const auto bytes = parse_byte_size(trim(text));
+  if (!bytes) return Status::invalid_argument("not a byte count (a number with an optional K, M or G suffix)");
+  return *bytes;
 }
 
 Result<uint32_t> parse_calls(std::string_view text) {

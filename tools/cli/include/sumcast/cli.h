@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "sumcast/byte_size.h"
+
 namespace sumcast::cli {
 
 inline constexpr int kExitUsage = 2;
@@ -44,6 +46,25 @@ CLI::Option* add_named_option(CLI::App& app, const std::string& flag, E* out, in
           },
           what)
       ->check(CLI::IsMember(names));
+}
+
+// An option whose value is a byte count ("65536", "64K", "4M", "1G": sumcast/byte_size.h) of at
+// least `min`: stores it in *out; anything else is a usage error naming the option.
+inline CLI::Option* add_size_option(CLI::App& app, const std::string& flag, uint64_t* out, const std::string& what,
+                                    uint64_t min = 0) {
+  return app
+      .add_option_function<std::string>(
+          flag,
+          [flag, out, min](const std::string& v) {
+            const auto bytes = parse_byte_size(v);
+            if (!bytes || *bytes < min) {
+              throw CLI::ValidationError(flag, "needs a size" + (min > 0 ? " of at least " + std::to_string(min) : "") +
+                                                   " like 64M, not " + v);
+            }
+            *out = *bytes;
+          },
+          what)
+      ->type_name("N[K|M|G]");
 }
 
 // Whether `name` (e.g. "--json", "-c") is an option of `app` or of any of its subcommands.
