@@ -17,6 +17,9 @@
 //                                                          and result copy per packet and one result
 //                                                          CRC per n packets, with no parsing, checks
 //                                                          or slot logic (what the engine can't avoid)
+//   memcpy/<dtype>/payload:<B>/n:8                         the floor's baseline: the same frames,
+//                                                          each copied once, nothing else (memory
+//                                                          traffic alone, measured in the same run)
 //   scale/ranks:<n>, scale/slots:<S> (n=2),               1 KiB fp32, ICRC on: per-packet cost against
 //   scale/jobs:<J> (n=8), scale/feed_KiB:<K> (n=8)         ranks, slots, jobs, and the frame set's size
 //                                                          (from L2-resident to DRAM)
@@ -457,6 +460,32 @@ void run_floor(benchmark::State& state, const Scenario& sc) {
   set_rate_counters(state, passes * feed.frames.size(), passes * feed.payload_bytes, ns, wall_tsc);
 }
 
+// The memory traffic alone, as the baseline of the floor: every frame of the same feed copied
+// once (its whole length, into the one destination the floor copies results to), nothing else.
+// The floor over this says what the ICRC and the summation add to moving the bytes.
+void run_memcpy(benchmark::State& state, const Scenario& sc) {
+  const Feed feed(sc);
+  alignas(64) static uint8_t out[wire::kMaxFrameLen + 64];
+  double ns = 0;
+  uint64_t wall_tsc = 0;
+  uint64_t passes = 0;
+  for (auto _ : state) {
+    const double t0 = thread_cpu_ns();
+    const uint64_t c0 = __rdtsc();
+    for (const PacketView& f : feed.frames) {
+      std::memcpy(out, f.data, f.len);
+      benchmark::ClobberMemory();
+    }
+    const uint64_t c1 = __rdtsc();
+    const double pass_ns = thread_cpu_ns() - t0;
+    state.SetIterationTime(pass_ns * 1e-9);
+    ns += pass_ns;
+    wall_tsc += c1 - c0;
+    ++passes;
+  }
+  set_rate_counters(state, passes * feed.frames.size(), passes * feed.payload_bytes, ns, wall_tsc);
+}
+
 // Bytes the engine asks EngineOptions::allocate for.
 struct AllocCount {
   size_t live = 0;
@@ -545,6 +574,17 @@ void register_all() {
         s.ranks = 8;
         benchmark::RegisterBenchmark(("floor/" + tail + "/n:8").c_str(), run_floor, s)->Apply(timed);
       }
+      // The floor's baseline: the same frames copied (their length depends on the payload alone,
+      // so once per dtype x payload: ICRC off, n = 8 like the floor).
+      Scenario s;
+      s.dtype = d;
+      s.payload = p;
+      s.icrc = false;
+      s.ranks = 8;
+      benchmark::RegisterBenchmark(
+          ("memcpy/" + std::string(wire::dtype_name(d)) + "/payload:" + std::to_string(p) + "/n:8").c_str(), run_memcpy,
+          s)
+          ->Apply(timed);
     }
   }
   // Deterministic mode against engine/... (and scale/ranks:256) with the same frames.
