@@ -153,6 +153,9 @@ def memif(path, outdir):
     ax.bar([x + 0.35 for x in xs], [r["testpmd_pps"] / 1e6 for r in s], 0.35, label="testpmd io forwarding")
     for x, r in zip(xs, s):
         ax.text(x + 0.17, max(r["sumcastd_pps"], r["testpmd_pps"]) / 1e6 * 1.02, f"{r['ratio']:.2f}x", ha="center")
+        if r.get("gen_ceiling_pps"):  # the generator's loop ceiling, measured in the same run
+            ax.hlines(r["gen_ceiling_pps"] / 1e6, x - 0.2, x + 0.55, colors="k", linestyles="--",
+                      label="generator's ceiling 1/(1/tx+1/rx)" if x == 0 else None)
     ax.set_xticks([x + 0.17 for x in xs], [f"{r['ranks']} ranks, {r['payload']} B" for r in s])
     ax.set_ylabel("Mpps through one core")
     ax.set_title("memif: sumcastd vs testpmd, same generator and CPUs")

@@ -135,6 +135,33 @@ def memif(src, out):
         print(f"{n:5} {payload:7} | {a / 1e6:13.3f} {a * payload * 8e-9:7.2f} {an / 1e6:9.3f} | {b / 1e6:12.3f} "
               f"{bn / 1e6:9.3f} | {ratio:6.2f} {an / bn if bn else 0:9.2f} | {len(rs)} "
               f"{'(target >= 0.8: reached)' if ratio >= 0.8 else '(target 0.8: NOT reached)'}")
+    # The generator's own ceilings, measured in the same run: what it sends when nothing comes back
+    # (testpmd rxonly) and what it receives when it sends nothing (testpmd txonly).
+    ceil = [(n, rs) for n, rs in sorted(by_n.items()) if any("gen_tx_ceiling" in r or "gen_rx_ceiling" in r for r in rs)]
+    if ceil:
+        print("\nThe generator's ceiling (same run, same CPUs): sending to testpmd rxonly (nothing comes back), "
+              "receiving from\ntestpmd txonly (it sends nothing); in the loops its one lcore does both for every "
+              "packet, so the loop\nceiling is 1/(1/tx + 1/rx). sumcastd and testpmd io as a share of it: at >= 0.9 "
+              "the comparison is bound\nby the generator, not by the peer")
+        print(f"{'ranks':>5} | {'gen tx Mpps':>11} {'gen rx Mpps':>11} {'loop ceil':>9} | {'sumcastd/ceil':>13} "
+              f"{'testpmd/ceil':>12}")
+    for n, rs in ceil:
+        row = next(x for x in summary if x["ranks"] == n)
+        txs = [r["gen_tx_ceiling"]["tx_pps"] for r in rs if "gen_tx_ceiling" in r]
+        rxs = [r["gen_rx_ceiling"]["rx_pps"] for r in rs if "gen_rx_ceiling" in r]
+        tx = statistics.median(txs) if txs else None
+        rx = statistics.median(rxs) if rxs else None
+        # One lcore sends and receives the same rate in the loops: its ceiling there is
+        # 1 / (1/tx + 1/rx) (each packet costs it a send and a receive); with one side missing, that side.
+        top = 1 / (1 / tx + 1 / rx) if (tx and rx) else (tx or rx or 0)
+        row.update({"gen_tx_ceiling_pps": tx, "gen_rx_ceiling_pps": rx, "gen_ceiling_pps": top,
+                    "sumcastd_over_ceiling": row["sumcastd_pps"] / top if top else 0,
+                    "testpmd_over_ceiling": row["testpmd_pps"] / top if top else 0})
+        f = lambda x: f"{x / 1e6:11.3f}" if x is not None else f"{'-':>11}"
+        bound = ("bound by the generator" if row["testpmd_over_ceiling"] >= 0.9
+                 else "generator not the limit")
+        print(f"{n:5} | {f(tx)} {f(rx)} {top / 1e6:9.3f} | {row['sumcastd_over_ceiling']:12.2f}x "
+              f"{row['testpmd_over_ceiling']:11.2f}x  testpmd io: {bound}")
     with open(out, "w") as f:
         json.dump({"summary": summary, "runs": runs}, f, indent=1)
     print(f"wrote {out}")

@@ -6,7 +6,10 @@
 //   --mode sumcast   register n ranks of a job with the appliance (--control, --token-file), build
 //                    their frames from the grant; what comes back are the results (n per slot round)
 //   --mode echo      the same frames for a made-up job, for a peer that only forwards them back
-//                    (dpdk-testpmd --forward-mode=io --port-topology=loop)
+//                    (dpdk-testpmd --forward-mode=io --port-topology=loop), or that only takes
+//                    them (--forward-mode=rxonly: then tx_pps is the generator's sending ceiling)
+//   --mode sink      send nothing, only receive and count (a peer that only sends,
+//                    --forward-mode=txonly: rx_pps is the generator's receiving ceiling)
 //   --ranks N (8)  --payload B (1024)  --dtype fp32|bf16|... (fp32)  --rounds R (2, even)
 //   --seconds S (3) measured after --warmup S (1)  --control HOST:PORT (127.0.0.1:4790)
 //   --token-file F  --json
@@ -24,6 +27,7 @@
 //
 // Output: a table, or with --json one line {"mode","ranks","payload","seconds","tx_pps","rx_pps",
 // "tx_gbps_payload","rx_gbps_payload","tx_busy_retries"}. Exit 0, or 1 on any failure.
+#include <rte_arp.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -34,6 +38,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -99,8 +104,9 @@ int parse(int argc, char** argv, Options* o) {
   app.add_option("--mode", o->mode,
                  "sumcast: register the ranks of a job with the appliance (--control, --token-file) and build "
                  "their frames from the grant; echo: the same frames for a made-up job, for a peer that only "
-                 "forwards them back (dpdk-testpmd --forward-mode=io --port-topology=loop)")
-      ->check(CLI::IsMember({"sumcast", "echo"}));
+                 "forwards them back (dpdk-testpmd --forward-mode=io --port-topology=loop) or takes them (rxonly); sink: send "
+                 "nothing, only receive (a peer that only sends: testpmd --forward-mode=txonly)")
+      ->check(CLI::IsMember({"sumcast", "echo", "sink"}));
   app.add_option("--ranks", o->ranks, "emulated workers")->check(CLI::Range(1, 256));
   app.add_option("--payload", o->payload, "payload bytes per frame")
       ->check(CLI::Range(1u, static_cast<unsigned>(sumcast::wire::kMaxPayloadBytes)));
@@ -143,6 +149,32 @@ Member member(uint32_t rank, const uint8_t mac[6]) {
   return m;
 }
 
+// The appliance resolves every member's MAC by ARP (at registration and again now and then): an
+// ARP request for one of the emulated members' addresses is answered in place, with this port's
+// MAC. Returns true when `m` was an ARP frame (answered or not; the caller no longer owns it).
+bool answer_arp(uint16_t port, rte_mbuf* m, const rte_ether_addr& me, uint32_t ranks) {
+  auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+  if (m->data_len < sizeof(rte_ether_hdr) + sizeof(rte_arp_hdr) ||
+      eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP)) {
+    return false;
+  }
+  auto* arp = reinterpret_cast<rte_arp_hdr*>(eth + 1);
+  const uint32_t tip = rte_be_to_cpu_32(arp->arp_data.arp_tip);
+  if (arp->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST) || tip < kMemberIpBase || tip >= kMemberIpBase + ranks) {
+    rte_pktmbuf_free(m);
+    return true;
+  }
+  arp->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
+  arp->arp_data.arp_tha = arp->arp_data.arp_sha;
+  arp->arp_data.arp_tip = arp->arp_data.arp_sip;
+  arp->arp_data.arp_sha = me;
+  arp->arp_data.arp_sip = rte_cpu_to_be_32(tip);
+  eth->dst_addr = eth->src_addr;
+  eth->src_addr = me;
+  if (rte_eth_tx_burst(port, 0, &m, 1) != 1) rte_pktmbuf_free(m);
+  return true;
+}
+
 // The job (and the appliance's side of it) the frames are built for.
 struct Plan {
   JobSpec job;
@@ -151,7 +183,8 @@ struct Plan {
   std::vector<std::unique_ptr<sumcast::shim::ControlClient>> clients;  // kept open: the job lives
 };
 
-Plan register_job(const Options& o, const uint8_t my_mac[6]) {
+Plan register_job(const Options& o, uint16_t port, const rte_ether_addr& me) {
+  const uint8_t* my_mac = me.addr_bytes;
   sumcast::Result<std::string> read = sumcast::read_token_file(o.token_file);
   if (!read.ok()) die("--token-file " + read.status().message());
   const std::string token = std::move(read.value());
@@ -161,8 +194,13 @@ Plan register_job(const Options& o, const uint8_t my_mac[6]) {
   std::vector<std::string> errors(o.ranks);
   const std::string job_name = "memif-bench-" + std::to_string(::getpid());
   std::vector<std::thread> threads;
+  std::atomic<uint32_t> done{0};
   for (uint32_t r = 0; r < o.ranks; ++r) {
     threads.emplace_back([&, r] {
+      struct Done {
+        std::atomic<uint32_t>* n;
+        ~Done() { n->fetch_add(1); }
+      } mark{&done};
       auto c = sumcast::shim::ControlClient::connect(o.control_host, o.control_port, token, 5000);
       if (!c.ok()) {
         errors[r] = c.status().to_string();
@@ -187,6 +225,16 @@ Plan register_job(const Options& o, const uint8_t my_mac[6]) {
       }
       grants[r] = *g;
     });
+  }
+  // The appliance checks each member by ARP before it grants: answer while the ranks register
+  // (every rank's call is bounded by its timeout, so this loop is too).
+  std::array<rte_mbuf*, kRxBurst> got{};
+  while (done.load() < o.ranks) {
+    const uint16_t n = rte_eth_rx_burst(port, 0, got.data(), kRxBurst);
+    for (uint16_t i = 0; i < n; ++i) {
+      if (!answer_arp(port, got[i], me, o.ranks)) rte_pktmbuf_free(got[i]);
+    }
+    if (n == 0) rte_delay_us_sleep(100);
   }
   for (auto& t : threads) t.join();
   for (uint32_t r = 0; r < o.ranks; ++r) {
@@ -291,7 +339,7 @@ int main(int argc, char** argv) {
     rte_delay_ms(20);
   }
 
-  Plan plan = o.mode == "sumcast" ? register_job(o, my_mac.addr_bytes) : made_up_job(o);
+  Plan plan = o.mode == "sumcast" ? register_job(o, port, my_mac) : made_up_job(o);
   JobSpec& job = plan.job;
   job.dtype = o.dtype;
   job.max_payload_bytes = static_cast<uint16_t>(o.payload);
@@ -351,8 +399,9 @@ int main(int argc, char** argv) {
   std::array<rte_mbuf*, kRxBurst> got{};
   uint64_t now = start;
   uint64_t loops = 0;
+  const bool send = o.mode != "sink";
   while (now < end) {
-    if (pending == 0) {
+    if (send && pending == 0) {
       for (; pending < kBurst; ++pending) {
         rte_mbuf* m = frames[next];
         if (wrapped) patch.apply(rte_pktmbuf_mtod(m, uint8_t*), frame_len, o.rounds);
@@ -364,14 +413,19 @@ int main(int argc, char** argv) {
         }
       }
     }
-    const uint16_t sent = rte_eth_tx_burst(port, 0, burst.data() + (kBurst - pending), pending);
+    const uint16_t sent = pending == 0 ? 0 : rte_eth_tx_burst(port, 0, burst.data() + (kBurst - pending), pending);
     pending = static_cast<uint16_t>(pending - sent);
     tx += sent;
     if (pending != 0) ++busy;
     const uint16_t n = rte_eth_rx_burst(port, 0, got.data(), kRxBurst);
     if (n != 0) {
-      rx += n;
-      rte_pktmbuf_free_bulk(got.data(), n);
+      // A frame that is no answer (an ARP refresh of a member) is not counted.
+      uint16_t keep = 0;
+      for (uint16_t k = 0; k < n; ++k) {
+        if (!answer_arp(port, got[k], my_mac, o.ranks)) got[keep++] = got[k];
+      }
+      rx += keep;
+      rte_pktmbuf_free_bulk(got.data(), keep);
     }
     if ((++loops & 63) == 0) {
       now = rte_rdtsc();
