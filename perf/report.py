@@ -237,6 +237,19 @@ def cluster(path):
             fmt = lambda x: f"{x:8.4f}" if x is not None else f"{'-':>8}"
             print(f"{label:>9} | {fmt(s)} {s / R if s else 0:5.2f} {row.get('wrong', '-')!s:>5} | {fmt(d)} {fmt(g)} "
                   f"{best / R if best else 0:7.2f} | {s / best if (s and best) else 0:6.2f}x")
+        cpg = case.get("cpu_s_per_gb")
+        if cpg:
+            f = lambda x: f"{x:7.2f}" if x is not None else f"{'-':>7}"
+            w, a = cpg.get("sumcast_workers"), cpg.get("appliance")
+            mpis = [x for x in (cpg.get("mpi_default"), cpg.get("mpi_ring")) if x is not None]
+            best = min(mpis, default=None)
+            total = w + a if (w is not None and a is not None) else None
+            print(f"CPU seconds per all-reduced GB (all ranks; appliance apart, it busy-polls one lcore): sumcast "
+                  f"workers {f(w)}, appliance {f(a)}, together {f(total)} | MPI default {f(cpg.get('mpi_default'))}, "
+                  f"ring {f(cpg.get('mpi_ring'))}")
+            if best:
+                print(f"  ratio to the better MPI ({best:.2f} s/GB): workers {w / best if w else 0:.2f}x, "
+                      f"workers + appliance {total / best if total else 0:.2f}x")
     if data.get("notes"):
         print("\n" + "\n".join(data["notes"]))
 
