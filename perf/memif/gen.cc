@@ -20,13 +20,18 @@
 //
 // Frames: rounds x slots x ranks, in the order the workers' streams merge (round, slot, rank),
 // each in its own mbuf held with an extra reference, so a transmit only takes a reference (the
-// memif PMD copies the bytes into its ring and drops the reference). When the generator wraps
+// memif PMD copies the bytes into its ring and drops the reference; a zero-copy client port,
+// vdev zero-copy=yes with EAL --single-file-segments, hands the peer the mbuf's own buffer and
+// drops the reference once the peer has read it: a frame still referenced is not sent again
+// until then, and costs the generator no copy either way). When the generator wraps
 // around, each frame's round moves on by R before it is sent again, and its ICRC is updated by
 // the CRC of the change (tables built at start: the ICRC is affine in the bytes), so the
 // appliance sees rounds advance for ever at the cost of a few loads per frame.
 //
 // Output: a table, or with --json one line {"mode","ranks","payload","seconds","tx_pps","rx_pps",
-// "tx_gbps_payload","rx_gbps_payload","tx_busy_retries"}. Exit 0, or 1 on any failure.
+// "tx_gbps_payload","rx_gbps_payload","tx_busy_retries","tx_wait_share"} (the last two over the
+// measured time: loops in which the port did not take all it was offered, and their share of all
+// loops: a generator that waits on its peer is not what limits the rate). Exit 0, or 1 on any failure.
 #include <rte_arp.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -390,39 +395,53 @@ int main(int argc, char** argv) {
   const uint64_t start = rte_rdtsc();
   const uint64_t measure_from = start + static_cast<uint64_t>(o.warmup * static_cast<double>(hz));
   const uint64_t end = measure_from + static_cast<uint64_t>(o.seconds * static_cast<double>(hz));
-  uint64_t tx = 0, rx = 0, tx_at_start = 0, rx_at_start = 0, busy = 0;
+  uint64_t tx = 0, rx = 0, tx_at_start = 0, rx_at_start = 0, busy = 0, busy_at_start = 0, loops_at_start = 0;
   bool measuring = false;
   size_t next = 0;
   bool wrapped = false;
   std::array<rte_mbuf*, kBurst> burst{};
-  uint16_t pending = 0;  // frames in `burst` not yet accepted by the port
+  uint16_t head = 0;     // first frame in `burst` not yet accepted by the port
+  uint16_t pending = 0;  // frames from `head` on not yet accepted
   std::array<rte_mbuf*, kRxBurst> got{};
   uint64_t now = start;
   uint64_t loops = 0;
   const bool send = o.mode != "sink";
+  const bool arp = o.mode == "sumcast";  // only the appliance asks (echo and sink peers never do)
   while (now < end) {
-    if (send && pending == 0) {
-      for (; pending < kBurst; ++pending) {
-        rte_mbuf* m = frames[next];
-        if (wrapped) patch.apply(rte_pktmbuf_mtod(m, uint8_t*), frame_len, o.rounds);
-        rte_mbuf_refcnt_update(m, 1);
-        burst[pending] = m;
-        if (++next == frames.size()) {
-          next = 0;
-          wrapped = true;
+    if (send) {
+      if (pending == 0) {
+        head = 0;
+        for (; pending < kBurst; ++pending) {
+          rte_mbuf* m = frames[next];
+          // A zero-copy memif port holds a sent frame until the peer has read it: one still held
+          // must not be touched (its round would change under the peer), so the burst ends there.
+          if (rte_mbuf_refcnt_read(m) != 1) break;
+          if (wrapped) patch.apply(rte_pktmbuf_mtod(m, uint8_t*), frame_len, o.rounds);
+          rte_mbuf_refcnt_update(m, 1);
+          burst[pending] = m;
+          if (++next == frames.size()) {
+            next = 0;
+            wrapped = true;
+          }
         }
       }
+      // Called even with nothing to send: a zero-copy port reclaims what the peer has read here.
+      const uint16_t sent = rte_eth_tx_burst(port, 0, burst.data() + head, pending);
+      head = static_cast<uint16_t>(head + sent);
+      pending = static_cast<uint16_t>(pending - sent);
+      tx += sent;
+      if (pending != 0 || sent == 0) ++busy;
     }
-    const uint16_t sent = pending == 0 ? 0 : rte_eth_tx_burst(port, 0, burst.data() + (kBurst - pending), pending);
-    pending = static_cast<uint16_t>(pending - sent);
-    tx += sent;
-    if (pending != 0) ++busy;
     const uint16_t n = rte_eth_rx_burst(port, 0, got.data(), kRxBurst);
     if (n != 0) {
-      // A frame that is no answer (an ARP refresh of a member) is not counted.
-      uint16_t keep = 0;
-      for (uint16_t k = 0; k < n; ++k) {
-        if (!answer_arp(port, got[k], my_mac, o.ranks)) got[keep++] = got[k];
+      // A frame that is no answer (an ARP request of the appliance: short, so the length tells
+      // without touching the frame's bytes) is not counted.
+      uint16_t keep = n;
+      if (arp) {
+        keep = 0;
+        for (uint16_t k = 0; k < n; ++k) {
+          if (got[k]->pkt_len >= frame_len || !answer_arp(port, got[k], my_mac, o.ranks)) got[keep++] = got[k];
+        }
       }
       rx += keep;
       rte_pktmbuf_free_bulk(got.data(), keep);
@@ -433,6 +452,8 @@ int main(int argc, char** argv) {
         measuring = true;
         tx_at_start = tx;
         rx_at_start = rx;
+        busy_at_start = busy;
+        loops_at_start = loops;
       }
     }
   }
@@ -450,7 +471,13 @@ int main(int argc, char** argv) {
                                         {"rx_pps", rx_pps},
                                         {"tx_gbps_payload", tx_pps * static_cast<double>(payload) * 8e-9},
                                         {"rx_gbps_payload", rx_pps * static_cast<double>(payload) * 8e-9},
-                                        {"tx_busy_retries", busy}};
+                                        {"tx_busy_retries", busy - busy_at_start},
+                                        // Share of the measured loops in which the port did not take
+                                        // every frame offered: the generator waited on its peer (it is
+                                        // then not what limits the rate).
+                                        {"tx_wait_share", loops == loops_at_start ? 0.0
+                                                          : static_cast<double>(busy - busy_at_start) /
+                                                                static_cast<double>(loops - loops_at_start)}};
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("mode %s, %u ranks, %zu B payloads (%zu B frames), %.2f s: sent %.3f Mpps, received %.3f Mpps\n",
