@@ -411,6 +411,30 @@ void run_multicast_vs_replication(benchmark::State& state, const Scenario& sc) {
   state.counters["ranks"] = sc.ranks;
 }
 
+// Runs `pass` once per benchmark iteration, timed by the thread's CPU time (the iteration's manual
+// time) and by the TSC (wall, for the preempted share).
+struct PassTimes {
+  double ns = 0;
+  uint64_t wall_tsc = 0;
+  uint64_t passes = 0;
+};
+template <class Pass>
+PassTimes timed_passes(benchmark::State& state, Pass&& pass) {
+  PassTimes t;
+  for (auto _ : state) {
+    const double t0 = thread_cpu_ns();
+    const uint64_t c0 = __rdtsc();
+    pass();
+    const uint64_t c1 = __rdtsc();
+    const double pass_ns = thread_cpu_ns() - t0;
+    state.SetIterationTime(pass_ns * 1e-9);
+    t.ns += pass_ns;
+    t.wall_tsc += c1 - c0;
+    ++t.passes;
+  }
+  return t;
+}
+
 // What the engine cannot avoid per packet: verify the ICRC, sum the payload into its slot's
 // accumulator and copy one result frame (n contributions bring n results), plus, once per slot
 // round (every n-th packet), one CRC pass over the result. No parsing, no checks, no slot versions.
@@ -424,14 +448,9 @@ void run_floor(benchmark::State& state, const Scenario& sc) {
   std::vector<uint8_t> acc_mem(acc_stride * feed.slots * 2 + 64);
   uint8_t* acc = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(acc_mem.data()), 64));
   alignas(64) static uint8_t out[wire::kMaxFrameLen + 64];
-  double ns = 0;
-  uint64_t wall_tsc = 0;
-  uint64_t passes = 0;
   uint64_t bad = 0;
   uint32_t crc = 0;
-  for (auto _ : state) {
-    const double t0 = thread_cpu_ns();
-    const uint64_t c0 = __rdtsc();
+  const PassTimes t = timed_passes(state, [&] {
     uint32_t k = 0;
     for (const PacketView& f : feed.frames) {
       if (sc.icrc && !icrc::verify_frame({f.data, f.len})) ++bad;
@@ -445,19 +464,13 @@ void run_floor(benchmark::State& state, const Scenario& sc) {
       std::memcpy(out, f.data, f.len);
       benchmark::ClobberMemory();
     }
-    const uint64_t c1 = __rdtsc();
-    const double pass_ns = thread_cpu_ns() - t0;
-    state.SetIterationTime(pass_ns * 1e-9);
-    ns += pass_ns;
-    wall_tsc += c1 - c0;
-    ++passes;
-  }
+  });
   benchmark::DoNotOptimize(crc);
   if (bad != 0) {
     state.SkipWithError("floor: a frame failed its ICRC");
     return;
   }
-  set_rate_counters(state, passes * feed.frames.size(), passes * feed.payload_bytes, ns, wall_tsc);
+  set_rate_counters(state, t.passes * feed.frames.size(), t.passes * feed.payload_bytes, t.ns, t.wall_tsc);
 }
 
 // The memory traffic alone, as the baseline of the floor: every frame of the same feed copied
@@ -466,24 +479,13 @@ void run_floor(benchmark::State& state, const Scenario& sc) {
 void run_memcpy(benchmark::State& state, const Scenario& sc) {
   const Feed feed(sc);
   alignas(64) static uint8_t out[wire::kMaxFrameLen + 64];
-  double ns = 0;
-  uint64_t wall_tsc = 0;
-  uint64_t passes = 0;
-  for (auto _ : state) {
-    const double t0 = thread_cpu_ns();
-    const uint64_t c0 = __rdtsc();
+  const PassTimes t = timed_passes(state, [&] {
     for (const PacketView& f : feed.frames) {
       std::memcpy(out, f.data, f.len);
       benchmark::ClobberMemory();
     }
-    const uint64_t c1 = __rdtsc();
-    const double pass_ns = thread_cpu_ns() - t0;
-    state.SetIterationTime(pass_ns * 1e-9);
-    ns += pass_ns;
-    wall_tsc += c1 - c0;
-    ++passes;
-  }
-  set_rate_counters(state, passes * feed.frames.size(), passes * feed.payload_bytes, ns, wall_tsc);
+  });
+  set_rate_counters(state, t.passes * feed.frames.size(), t.passes * feed.payload_bytes, t.ns, t.wall_tsc);
 }
 
 // Bytes the engine asks EngineOptions::allocate for.

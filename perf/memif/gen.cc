@@ -106,11 +106,12 @@ int parse(int argc, char** argv, Options* o) {
       "  sumcast-memif-gen [EAL args] -- --mode sumcast|echo [options]",
       "sumcast-memif-gen"};
   sumcast::cli::setup(app);
-  app.add_option("--mode", o->mode,
-                 "sumcast: register the ranks of a job with the appliance (--control, --token-file) and build "
-                 "their frames from the grant; echo: the same frames for a made-up job, for a peer that only "
-                 "forwards them back (dpdk-testpmd --forward-mode=io --port-topology=loop) or takes them (rxonly); sink: send "
-                 "nothing, only receive (a peer that only sends: testpmd --forward-mode=txonly)")
+  app.add_option(
+         "--mode", o->mode,
+         "sumcast: register the ranks of a job with the appliance (--control, --token-file) and build "
+         "their frames from the grant; echo: the same frames for a made-up job, for a peer that only "
+         "forwards them back (dpdk-testpmd --forward-mode=io --port-topology=loop) or takes them (rxonly); sink: send "
+         "nothing, only receive (a peer that only sends: testpmd --forward-mode=txonly)")
       ->check(CLI::IsMember({"sumcast", "echo", "sink"}));
   app.add_option("--ranks", o->ranks, "emulated workers")->check(CLI::Range(1, 256));
   app.add_option("--payload", o->payload, "payload bytes per frame")
@@ -461,23 +462,24 @@ int main(int argc, char** argv) {
   const double tx_pps = static_cast<double>(tx - tx_at_start) / secs;
   const double rx_pps = static_cast<double>(rx - rx_at_start) / secs;
   if (o.json) {
-    const nlohmann::ordered_json out = {{"mode", o.mode},
-                                        {"ranks", o.ranks},
-                                        {"payload", payload},
-                                        {"dtype", sumcast::wire::dtype_name(o.dtype)},
-                                        {"frame_len", frame_len},
-                                        {"seconds", secs},
-                                        {"tx_pps", tx_pps},
-                                        {"rx_pps", rx_pps},
-                                        {"tx_gbps_payload", tx_pps * static_cast<double>(payload) * 8e-9},
-                                        {"rx_gbps_payload", rx_pps * static_cast<double>(payload) * 8e-9},
-                                        {"tx_busy_retries", busy - busy_at_start},
-                                        // Share of the measured loops in which the port did not take
-                                        // every frame offered: the generator waited on its peer (it is
-                                        // then not what limits the rate).
-                                        {"tx_wait_share", loops == loops_at_start ? 0.0
-                                                          : static_cast<double>(busy - busy_at_start) /
-                                                                static_cast<double>(loops - loops_at_start)}};
+    const nlohmann::ordered_json out = {
+        {"mode", o.mode},
+        {"ranks", o.ranks},
+        {"payload", payload},
+        {"dtype", sumcast::wire::dtype_name(o.dtype)},
+        {"frame_len", frame_len},
+        {"seconds", secs},
+        {"tx_pps", tx_pps},
+        {"rx_pps", rx_pps},
+        {"tx_gbps_payload", tx_pps * static_cast<double>(payload) * 8e-9},
+        {"rx_gbps_payload", rx_pps * static_cast<double>(payload) * 8e-9},
+        {"tx_busy_retries", busy - busy_at_start},
+        // Share of the measured loops in which the port did not take
+        // every frame offered: the generator waited on its peer (it is
+        // then not what limits the rate).
+        {"tx_wait_share", loops == loops_at_start ? 0.0
+                                                  : static_cast<double>(busy - busy_at_start) /
+                                                        static_cast<double>(loops - loops_at_start)}};
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("mode %s, %u ranks, %zu B payloads (%zu B frames), %.2f s: sent %.3f Mpps, received %.3f Mpps\n",

@@ -93,8 +93,8 @@ uint32_t parse_ip(const std::string& s, const char* what) {
 struct Side {
   uint64_t tx_packets = 0, tx_bytes = 0;  // payload bytes
   uint64_t rx_packets = 0, rx_bytes = 0;
-  uint64_t tx_dropped = 0;                // the transport's tx_dropped (UDP)
-  double cpu_s = 0;                       // this thread's CPU time over the window
+  uint64_t tx_dropped = 0;  // the transport's tx_dropped (UDP)
+  double cpu_s = 0;         // this thread's CPU time over the window
   std::string error;
 };
 
@@ -137,6 +137,17 @@ bool enter_netns(const std::string& name, std::string* err) {
   }
   ::close(fd);
   return true;
+}
+
+// The worker thread fixes the common time line once both sides are set up; both wait for `go`.
+void start_clock(Shared& s) {
+  const auto secs = [](double x) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(x));
+  };
+  s.start = Clock::now();
+  s.measure_from = s.start + secs(s.o.warmup);
+  s.end = s.measure_from + secs(s.o.seconds);
+  s.go.store(true);
 }
 
 // Counts a loop's traffic from the start of the window: `snap` is taken when the window opens.
@@ -224,12 +235,7 @@ void udp_side(Shared& s, bool worker, Side* out) {
   const uint32_t dest_qp = worker ? 0x100 : s.worker_ep.qpn;
   s.ready.fetch_add(1);  // second phase: peers added
   while (s.ready.load() < 4 && !s.failed.load()) std::this_thread::yield();
-  if (worker) {
-    s.start = Clock::now();
-    s.measure_from = s.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.warmup));
-    s.end = s.measure_from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
-    s.go.store(true);
-  }
+  if (worker) start_clock(s);
   while (!s.go.load()) std::this_thread::yield();
   Side c;
   Window w;
@@ -321,12 +327,7 @@ void tcp_side(Shared& s, bool worker, Side* out) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   s.ready.fetch_add(1);
   while (s.ready.load() < 4 && !s.failed.load()) std::this_thread::yield();
-  if (worker) {
-    s.start = Clock::now();
-    s.measure_from = s.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.warmup));
-    s.end = s.measure_from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
-    s.go.store(true);
-  }
+  if (worker) start_clock(s);
   while (!s.go.load() && !s.failed.load()) std::this_thread::yield();
   std::vector<uint8_t> txbuf(kTcpChunk, 0x3c), rxbuf(kTcpChunk);
   Side c;
@@ -365,14 +366,14 @@ void tcp_side(Shared& s, bool worker, Side* out) {
 }
 
 nlohmann::ordered_json direction(const Side& tx, const Side& rx, double secs) {
-  return {{"tx_pps", static_cast<double>(tx.tx_packets) / secs},
-          {"rx_pps", static_cast<double>(rx.rx_packets) / secs},
-          {"tx_gbps", static_cast<double>(tx.tx_bytes) * 8e-9 / secs},
-          {"rx_gbps", static_cast<double>(rx.rx_bytes) * 8e-9 / secs},
-          {"lost_pct", tx.tx_packets ? 100.0 * (1.0 - static_cast<double>(rx.rx_packets) /
-                                                          static_cast<double>(tx.tx_packets))
-                                     : 0.0},
-          {"tx_dropped", tx.tx_dropped}};
+  return {
+      {"tx_pps", static_cast<double>(tx.tx_packets) / secs},
+      {"rx_pps", static_cast<double>(rx.rx_packets) / secs},
+      {"tx_gbps", static_cast<double>(tx.tx_bytes) * 8e-9 / secs},
+      {"rx_gbps", static_cast<double>(rx.rx_bytes) * 8e-9 / secs},
+      {"lost_pct",
+       tx.tx_packets ? 100.0 * (1.0 - static_cast<double>(rx.rx_packets) / static_cast<double>(tx.tx_packets)) : 0.0},
+      {"tx_dropped", tx.tx_dropped}};
 }
 
 }  // namespace
@@ -427,11 +428,11 @@ int main(int argc, char** argv) {
   if (o.json) {
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("%s, %u B payloads, %.2f s: worker->reflector %.3f Gbit/s received (%.3f sent), "
-                "reflector->worker %.3f Gbit/s received (%.3f sent); worker CPU %.2f s\n",
-                o.proto.c_str(), o.payload, secs, out["w2r"]["rx_gbps"].get<double>(),
-                out["w2r"]["tx_gbps"].get<double>(), out["r2w"]["rx_gbps"].get<double>(),
-                out["r2w"]["tx_gbps"].get<double>(), w.cpu_s);
+    std::printf(
+        "%s, %u B payloads, %.2f s: worker->reflector %.3f Gbit/s received (%.3f sent), "
+        "reflector->worker %.3f Gbit/s received (%.3f sent); worker CPU %.2f s\n",
+        o.proto.c_str(), o.payload, secs, out["w2r"]["rx_gbps"].get<double>(), out["w2r"]["tx_gbps"].get<double>(),
+        out["r2w"]["rx_gbps"].get<double>(), out["r2w"]["tx_gbps"].get<double>(), w.cpu_s);
   }
   return 0;
 }
