@@ -4,8 +4,8 @@
 # once for a fraction of a second (format checks, not measurements), and plot.py must draw every
 # figure from them without failing (a benchmark run must not end in its plotting); report.py must
 # print the engine's ratio table from the same JSON.
-# memif.json (root, hugepages, DPDK processes), cluster*.json and scaleout*.json (namespace runs
-# of minutes) are not covered here (the script says so).
+# memif.json and cluster*.json (root, hugepages, DPDK processes, namespaces) are perf_harness's
+# (tests/perf/harness_test.sh, integration); scaleout*.json (runs of minutes) is not covered.
 #   usage: plot_test.sh BENCH_ENGINE BENCH_KERNELS BENCH_ICRC BENCH_TRANSPORT
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
@@ -39,5 +39,5 @@ grep -q "engine/floor .*floor/memcpy" "$work/report.log" || { cat "$work/report.
 for png in engine engine_scaling engine_memory kernels icrc transport; do
   [ -s "$work/$png.png" ] || { cat "$work/plot.log"; fail "plot.py drew no $png.png"; }
 done
-echo "not covered: memif.json (root, hugepages), cluster*.json, scaleout*.json (runs of minutes on the test bed)"
+echo "not covered here: memif.json, cluster*.json (perf_harness covers them), scaleout*.json (runs of minutes)"
 echo "PASS: plot.py drew engine, engine_scaling, engine_memory, kernels, icrc and transport from real benchmark JSON; report.py printed the engine ratios"
