@@ -191,7 +191,7 @@ def transport(src, out):
     print("both ways at once, worker and reflector threads pinned to one CPU each; Gbit/s of gradient payload")
     print("received (TCP: stream bytes); the UDP transport's packets carry 1 payload each, no loss recovery here")
     print(f"{'path':>8} {'MTU':>5} {'payload':>7} | {'UDP w->r':>8} {'r->w':>6} {'lost%':>6} | {'TCP w->r':>8} "
-          f"{'r->w':>6} | {'ratio w->r':>10} {'r->w':>5} | {'worker CPU-s':>12} | tries")
+          f"{'r->w':>6} | {'ratio w->r':>10} {'r->w':>5} | {'worker CPU':>10} | tries")
     for path, rs in by_path.items():
         med = lambda f: statistics.median(f(r) for r in rs)
         u_wr, u_rw = med(lambda r: r["udp"]["w2r"]["rx_gbps"]), med(lambda r: r["udp"]["r2w"]["rx_gbps"])
@@ -206,8 +206,9 @@ def transport(src, out):
                         "ratio_w2r": ratio_wr, "ratio_r2w": ratio_rw, "udp_worker_cpu_share": cpu, "tries": len(rs)})
         worst = min(ratio_wr, ratio_rw)
         print(f"{path:>8} {rs[0].get('mtu', 0):5} {payload:7} | {u_wr:8.2f} {u_rw:6.2f} {lost:6.1f} | {t_wr:8.2f} "
-              f"{t_rw:6.2f} | {ratio_wr:9.2f}x {ratio_rw:4.2f}x | {cpu:12.2f} | {len(rs)} "
+              f"{t_rw:6.2f} | {ratio_wr:9.2f}x {ratio_rw:4.2f}x | {cpu:10.2f} | {len(rs)} "
               f"{'(target >= 0.7: reached)' if worst >= 0.7 else '(target 0.7: NOT reached)'}")
+    print("worker CPU = CPU time the worker thread got over the window (1.00: all of one CPU; less: the machine's other load)")
     print("lost% = datagrams sent but not received in the window (the receiver fell behind; window edges "
           "differ by microseconds between threads)")
     with open(out, "w") as f:
