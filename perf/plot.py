@@ -214,6 +214,11 @@ def cluster(path, out):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("MiB")
         ax.set_title(f"n={n}, loss {c['loss_pct']}%")
+        cpg = c.get("cpu_s_per_gb") or {}
+        mpi = [x for x in (cpg.get("mpi_default"), cpg.get("mpi_ring")) if x]
+        if cpg.get("sumcast_workers") and mpi:  # CPU seconds per all-reduced GB, same run
+            ax.text(0.02, 0.02, f"CPU s/GB: Sumcast workers {cpg['sumcast_workers']:.1f} + appliance "
+                    f"{cpg.get('appliance') or 0:.1f}; MPI best {min(mpi):.1f}", transform=ax.transAxes, fontsize=7)
         ax.grid(alpha=0.3)
     for row in axes:
         row[0].set_ylabel("algbw / R")
