@@ -2,7 +2,7 @@
 // pre-built contribution frames of n emulated workers on one port (a net_memif client), receives
 // what comes back and counts both, for a fixed time.
 //
-//   sumcast-memif-gen [EAL args] -- --mode sumcast|echo [options]
+//   sumcast-memif-gen [EAL args] -- --mode sumcast|echo|sink [options]
 //   --mode sumcast   register n ranks of a job with the appliance (--control, --token-file), build
 //                    their frames from the grant; what comes back are the results (n per slot round)
 //   --mode echo      the same frames for a made-up job, for a peer that only forwards them back
@@ -103,7 +103,7 @@ struct Options {
 int parse(int argc, char** argv, Options* o) {
   CLI::App app{
       "A DPDK load generator for the memif comparison (perf/memif/run):\n"
-      "  sumcast-memif-gen [EAL args] -- --mode sumcast|echo [options]",
+      "  sumcast-memif-gen [EAL args] -- --mode sumcast|echo|sink [options]",
       "sumcast-memif-gen"};
   sumcast::cli::setup(app);
   app.add_option(
