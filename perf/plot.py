@@ -3,7 +3,8 @@
 
   plot.py RESULTS_DIR      engine.json -> engine.png, engine_scaling.png, engine_memory.png
                            kernels.json -> kernels.png; icrc.json -> icrc.png
-                           memif.json -> memif.png; cluster*.json -> cluster*.png
+                           memif.json -> memif.png; transport.json -> transport.png
+                           cluster*.json -> cluster*.png
                            scaleout*.json -> scaleout*.png
 Files that are absent are skipped. Needs matplotlib (python3-matplotlib) for /usr/bin/python3.
 """
@@ -46,7 +47,11 @@ def engine(rows, outdir):
                 f = rows.get(f"floor/{tail}/n:8")
                 if f:
                     ax.bar(x + 0.6, f["Gbps"], 0.2, color="0.7", label="floor (n=8)" if x == 0 else None)
-                labels.append((x + 0.3, f"{payload} B\nICRC {icrc}"))
+                m = rows.get(f"memcpy/{dtype}/payload:{payload}/n:8")
+                if m:
+                    ax.bar(x + 0.8, m["Gbps"], 0.2, color="0.88", edgecolor="0.6",
+                           label="memcpy of the frames" if x == 0 else None)
+                labels.append((x + 0.4, f"{payload} B\nICRC {icrc}"))
                 x += 1
         ax.axhline(80, color="r", ls="--", lw=1, label="target 80 Gbit/s (1 KiB fp32, ICRC on)")
         ax.set_xticks([p for p, _ in labels], [t for _, t in labels])
@@ -148,11 +153,36 @@ def memif(path, outdir):
     ax.bar([x + 0.35 for x in xs], [r["testpmd_pps"] / 1e6 for r in s], 0.35, label="testpmd io forwarding")
     for x, r in zip(xs, s):
         ax.text(x + 0.17, max(r["sumcastd_pps"], r["testpmd_pps"]) / 1e6 * 1.02, f"{r['ratio']:.2f}x", ha="center")
+        if r.get("gen_ceiling_pps"):  # the generator's loop ceiling, measured in the same run
+            ax.hlines(r["gen_ceiling_pps"] / 1e6, x - 0.2, x + 0.55, colors="k", linestyles="--",
+                      label="generator's ceiling 1/(1/tx+1/rx)" if x == 0 else None)
     ax.set_xticks([x + 0.17 for x in xs], [f"{r['ranks']} ranks, {r['payload']} B" for r in s])
     ax.set_ylabel("Mpps through one core")
     ax.set_title("memif: sumcastd vs testpmd, same generator and CPUs")
     ax.legend(fontsize=8)
     save(fig, os.path.join(outdir, "memif.png"))
+
+
+def transport(path, outdir):
+    """Gbit/s each way: the worker's UDP transport vs one TCP stream, per path (perf/transport/run)."""
+    with open(path) as f:
+        s = json.load(f)["summary"]
+    if not s:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bars = (("udp_w2r_gbps", "UDP transport worker->reflector", "C0"), ("udp_r2w_gbps", "UDP transport reflector->worker", "C9"),
+            ("tcp_w2r_gbps", "TCP worker->reflector", "C1"), ("tcp_r2w_gbps", "TCP reflector->worker", "C3"))
+    for k, (key, label, color) in enumerate(bars):
+        ax.bar([x + k * 0.2 for x in range(len(s))], [r[key] for r in s], 0.2, color=color, label=label)
+    for x, r in enumerate(s):
+        top = max(r[key] for key, _, _ in bars)
+        ax.text(x + 0.3, top * 1.02, f"{min(r['ratio_w2r'], r['ratio_r2w']):.2f}x", ha="center")
+    ax.set_xticks([x + 0.3 for x in range(len(s))], [f"{r['path']} (MTU {r['mtu']}), {r['payload']} B" for r in s])
+    ax.set_ylim(0, max(r[key] for r in s for key, _, _ in bars) * 1.35)
+    ax.set_ylabel("Gbit/s received (both ways at once)")
+    ax.set_title("worker transport vs one TCP stream, one core each side")
+    ax.legend(fontsize=7)
+    save(fig, os.path.join(outdir, "transport.png"))
 
 
 def cluster(path, out):
@@ -184,6 +214,11 @@ def cluster(path, out):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("MiB")
         ax.set_title(f"n={n}, loss {c['loss_pct']}%")
+        cpg = c.get("cpu_s_per_gb") or {}
+        mpi = [x for x in (cpg.get("mpi_default"), cpg.get("mpi_ring")) if x]
+        if cpg.get("sumcast_workers") and mpi:  # CPU seconds per all-reduced GB, same run
+            ax.text(0.02, 0.02, f"CPU s/GB: Sumcast workers {cpg['sumcast_workers']:.1f} + appliance "
+                    f"{cpg.get('appliance') or 0:.1f}; MPI best {min(mpi):.1f}", transform=ax.transAxes, fontsize=7)
         ax.grid(alpha=0.3)
     for row in axes:
         row[0].set_ylabel("algbw / R")
@@ -240,6 +275,8 @@ def main():
         icrc(bench_rows(p("icrc.json")), d)
     if os.path.exists(p("memif.json")):
         memif(p("memif.json"), d)
+    if os.path.exists(p("transport.json")):
+        transport(p("transport.json"), d)
     for name in sorted(os.listdir(d)):
         if name.startswith("cluster") and name.endswith(".json"):
             cluster(p(name), p(name[:-len(".json")] + ".png"))

@@ -4,6 +4,7 @@
   report.py engine ENGINE.json            Google Benchmark JSON of sumcast_bench_engine
   report.py memif  LINES|- OUT.json       JSON lines from perf/memif/run -> medians, ratio, OUT.json
   report.py cluster CLUSTER.json          perf/cluster/run's results
+  report.py transport LINES|- OUT.json    JSON lines from perf/transport/run -> medians, ratios, OUT.json
 
 Prints tables to stdout; exit status 0 (targets are reported, not enforced: these are benchmarks).
 """
@@ -30,9 +31,10 @@ def engine(path):
     hdr = f"{'dtype':5} {'payload':>7} {'ICRC':4} |"
     for n in (2, 8, 64):
         hdr += f" {'n=' + str(n) + ' ns':>9} {'cyc':>5} {'Gbit/s':>6} |"
-    hdr += f" {'floor ns':>8} {'Gbit/s':>6} | {'n=8/floor':>9}"
+    hdr += f" {'floor ns':>8} {'Gbit/s':>6} | {'memcpy ns':>9} | {'n=8/floor':>9} {'floor/memcpy':>12}"
     print(hdr)
     print("-" * len(hdr))
+    ratios = []  # (label, engine/floor, floor/memcpy)
     for dtype in ("fp32", "bf16"):
         for payload in (256, 1024, 4096):
             for icrc in ("on", "off"):
@@ -45,9 +47,23 @@ def engine(path):
                 fl = f"floor/{tail}/n:8"
                 fns, fg = cell(fl, "ns_per_pkt"), cell(fl, "Gbps")
                 e8 = cell(f"engine/{tail}/n:8", "ns_per_pkt")
+                mns = cell(f"memcpy/{dtype}/payload:{payload}/n:8", "ns_per_pkt")
                 line += f" {fns:8.1f} {fg:6.1f} |" if fns else f" {'-':>8} {'-':>6} |"
+                line += f" {mns:9.1f} |" if mns else f" {'-':>9} |"
                 line += f" {e8 / fns:8.2f}x" if (fns and e8) else f" {'-':>9}"
+                line += f" {fns / mns:11.2f}x" if (fns and mns) else f" {'-':>12}"
+                if fns and e8 and mns:
+                    ratios.append((f"{dtype} {payload} B ICRC {icrc}", e8 / fns, fns / mns))
                 print(line)
+    print("floor = ICRC verify + summation + result copy with no parsing or slot logic; memcpy = the same frames")
+    print("copied once, nothing else; both measured in this run on this CPU (n=8).")
+    if ratios:
+        print(f"\nRatios on this CPU ({ctx.get('host_name', '?')}, {ctx.get('mhz_per_cpu', '?')} MHz): engine n=8 over "
+              f"its floor and the floor over memcpy of the same bytes")
+        for label, ef, fm in ratios:
+            print(f"  {label:24} engine/floor {ef:5.2f}x   floor/memcpy {fm:5.2f}x   engine/memcpy {ef * fm:5.2f}x")
+        print(f"  median                   engine/floor {statistics.median(r[1] for r in ratios):5.2f}x   "
+              f"floor/memcpy {statistics.median(r[2] for r in ratios):5.2f}x")
     print()
     print("Target: >= 80 Gbit/s of 1 KiB fp32 payload per core with ICRC verification on:")
     for n in (2, 8, 64):
@@ -93,8 +109,7 @@ def engine(path):
 
 
 def memif(src, out):
-    lines = sys.stdin if src == "-" else open(src)
-    runs = [json.loads(line) for line in lines if line.strip()]
+    runs = json_lines(src)
     by_n = {}
     for r in runs:
         by_n.setdefault(r["ranks"], []).append(r)
@@ -120,6 +135,82 @@ def memif(src, out):
         print(f"{n:5} {payload:7} | {a / 1e6:13.3f} {a * payload * 8e-9:7.2f} {an / 1e6:9.3f} | {b / 1e6:12.3f} "
               f"{bn / 1e6:9.3f} | {ratio:6.2f} {an / bn if bn else 0:9.2f} | {len(rs)} "
               f"{'(target >= 0.8: reached)' if ratio >= 0.8 else '(target 0.8: NOT reached)'}")
+    # The generator's own ceilings, measured in the same run: what it sends when nothing comes back
+    # (testpmd rxonly) and what it receives when it sends nothing (testpmd txonly).
+    ceil = [(n, rs) for n, rs in sorted(by_n.items()) if any("gen_tx_ceiling" in r or "gen_rx_ceiling" in r for r in rs)]
+    if ceil:
+        print("\nThe generator's ceiling (same run, same CPUs): sending to testpmd rxonly (nothing comes back), "
+              "receiving from\ntestpmd txonly (it sends nothing); in the loops its one lcore does both for every "
+              "packet, so the loop\nceiling is 1/(1/tx + 1/rx). sumcastd and testpmd io as a share of it: at >= 0.9 "
+              "the comparison is bound\nby the generator, not by the peer")
+        print("wait = share of the generator's loops in which the port did not take all it offered (it waited on")
+        print("its peer: that run's rate is the peer's, and the generator's ceiling is higher than measured)")
+        print(f"{'ranks':>5} | {'gen tx Mpps':>11} {'wait':>5} {'gen rx Mpps':>11} {'loop ceil':>9} | "
+              f"{'sumcastd/ceil':>13} {'wait':>5} {'testpmd/ceil':>12} {'wait':>5}")
+    for n, rs in ceil:
+        row = next(x for x in summary if x["ranks"] == n)
+        txs = [r["gen_tx_ceiling"]["tx_pps"] for r in rs if "gen_tx_ceiling" in r]
+        rxs = [r["gen_rx_ceiling"]["rx_pps"] for r in rs if "gen_rx_ceiling" in r]
+        tx = statistics.median(txs) if txs else None
+        rx = statistics.median(rxs) if rxs else None
+        # One lcore sends and receives the same rate in the loops: its ceiling there is
+        # 1 / (1/tx + 1/rx) (each packet costs it a send and a receive); with one side missing, that side.
+        top = 1 / (1 / tx + 1 / rx) if (tx and rx) else (tx or rx or 0)
+        row.update({"gen_tx_ceiling_pps": tx, "gen_rx_ceiling_pps": rx, "gen_ceiling_pps": top,
+                    "sumcastd_over_ceiling": row["sumcastd_pps"] / top if top else 0,
+                    "testpmd_over_ceiling": row["testpmd_pps"] / top if top else 0})
+        wait = lambda key: statistics.median(r[key].get("tx_wait_share", 0) for r in rs if key in r) \
+            if any(key in r for r in rs) else None
+        w_tx, w_a, w_b = wait("gen_tx_ceiling"), wait("sumcastd"), wait("testpmd")
+        row.update({"gen_tx_ceiling_wait_share": w_tx, "sumcastd_gen_wait_share": w_a, "testpmd_gen_wait_share": w_b})
+        f = lambda x: f"{x / 1e6:11.3f}" if x is not None else f"{'-':>11}"
+        g = lambda x: f"{x:5.2f}" if x is not None else f"{'-':>5}"
+        # The generator limits the io run when it never had to wait there and ran at its ceiling.
+        bound = ("generator-bound" if (w_b is not None and w_b < 0.05 and row["testpmd_over_ceiling"] >= 0.9)
+                 else "generator not the limit" if (w_b or 0) >= 0.05 else "undecided")
+        print(f"{n:5} | {f(tx)} {g(w_tx)} {f(rx)} {top / 1e6:9.3f} | {row['sumcastd_over_ceiling']:12.2f}x {g(w_a)} "
+              f"{row['testpmd_over_ceiling']:11.2f}x {g(w_b)}  testpmd io: {bound}")
+    with open(out, "w") as f:
+        json.dump({"summary": summary, "runs": runs}, f, indent=1)
+    print(f"wrote {out}")
+
+
+def json_lines(src):
+    """The JSON lines of a file, or of stdin for "-"."""
+    lines = sys.stdin if src == "-" else open(src)
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def transport(src, out):
+    runs = json_lines(src)
+    by_path = {}
+    for r in runs:
+        by_path.setdefault(r["path"], []).append(r)
+    summary = []
+    print("transport: the worker's kernel-UDP transport (open_transport, kind udp) vs one TCP stream, same path,")
+    print("both ways at once, worker and reflector threads pinned to one CPU each; Gbit/s of gradient payload")
+    print("received (TCP: stream bytes); the UDP transport's packets carry 1 payload each, no loss recovery here")
+    print(f"{'path':>8} {'MTU':>5} {'payload':>7} | {'UDP w->r':>8} {'r->w':>6} {'lost%':>6} | {'TCP w->r':>8} "
+          f"{'r->w':>6} | {'ratio w->r':>10} {'r->w':>5} | {'worker CPU':>10} | tries")
+    for path, rs in by_path.items():
+        med = lambda f: statistics.median(f(r) for r in rs)
+        u_wr, u_rw = med(lambda r: r["udp"]["w2r"]["rx_gbps"]), med(lambda r: r["udp"]["r2w"]["rx_gbps"])
+        t_wr, t_rw = med(lambda r: r["tcp"]["w2r"]["rx_gbps"]), med(lambda r: r["tcp"]["r2w"]["rx_gbps"])
+        lost = med(lambda r: max(r["udp"]["w2r"]["lost_pct"], r["udp"]["r2w"]["lost_pct"], 0))
+        cpu = med(lambda r: r["udp"]["worker_cpu_s"] / r["udp"]["seconds"])
+        ratio_wr = u_wr / t_wr if t_wr else 0
+        ratio_rw = u_rw / t_rw if t_rw else 0
+        payload = rs[0]["udp"]["payload"]
+        summary.append({"path": path, "mtu": rs[0].get("mtu"), "payload": payload, "udp_w2r_gbps": u_wr,
+                        "udp_r2w_gbps": u_rw, "tcp_w2r_gbps": t_wr, "tcp_r2w_gbps": t_rw, "udp_lost_pct": lost,
+                        "ratio_w2r": ratio_wr, "ratio_r2w": ratio_rw, "udp_worker_cpu_share": cpu, "tries": len(rs)})
+        worst = min(ratio_wr, ratio_rw)
+        print(f"{path:>8} {rs[0].get('mtu', 0):5} {payload:7} | {u_wr:8.2f} {u_rw:6.2f} {lost:6.1f} | {t_wr:8.2f} "
+              f"{t_rw:6.2f} | {ratio_wr:9.2f}x {ratio_rw:4.2f}x | {cpu:10.2f} | {len(rs)} "
+              f"{'(target >= 0.7: reached)' if worst >= 0.7 else '(target 0.7: NOT reached)'}")
+    print("worker CPU = CPU time the worker thread got over the window (1.00: all of one CPU; less: the machine's other load)")
+    print("lost% = datagrams sent but not received in the window (the receiver fell behind; window edges "
+          "differ by microseconds between threads)")
     with open(out, "w") as f:
         json.dump({"summary": summary, "runs": runs}, f, indent=1)
     print(f"wrote {out}")
@@ -155,6 +246,19 @@ def cluster(path):
             fmt = lambda x: f"{x:8.4f}" if x is not None else f"{'-':>8}"
             print(f"{label:>9} | {fmt(s)} {s / R if s else 0:5.2f} {row.get('wrong', '-')!s:>5} | {fmt(d)} {fmt(g)} "
                   f"{best / R if best else 0:7.2f} | {s / best if (s and best) else 0:6.2f}x")
+        cpg = case.get("cpu_s_per_gb")
+        if cpg:
+            f = lambda x: f"{x:7.2f}" if x is not None else f"{'-':>7}"
+            w, a = cpg.get("sumcast_workers"), cpg.get("appliance")
+            mpis = [x for x in (cpg.get("mpi_default"), cpg.get("mpi_ring")) if x is not None]
+            best = min(mpis, default=None)
+            total = w + a if (w is not None and a is not None) else None
+            print(f"CPU seconds per all-reduced GB (all ranks; appliance apart, it busy-polls one lcore): sumcast "
+                  f"workers {f(w)}, appliance {f(a)}, together {f(total)} | MPI default {f(cpg.get('mpi_default'))}, "
+                  f"ring {f(cpg.get('mpi_ring'))}")
+            if best:
+                print(f"  ratio to the better MPI ({best:.2f} s/GB): workers {w / best if w else 0:.2f}x, "
+                      f"workers + appliance {total / best if total else 0:.2f}x")
     if data.get("notes"):
         print("\n" + "\n".join(data["notes"]))
 
@@ -169,6 +273,8 @@ def main():
         memif(sys.argv[2], sys.argv[3])
     elif kind == "cluster":
         cluster(sys.argv[2])
+    elif kind == "transport" and len(sys.argv) == 4:
+        transport(sys.argv[2], sys.argv[3])
     else:
         sys.exit(__doc__)
 

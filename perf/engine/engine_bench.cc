@@ -17,6 +17,9 @@
 //                                                          and result copy per packet and one result
 //                                                          CRC per n packets, with no parsing, checks
 //                                                          or slot logic (what the engine can't avoid)
+//   memcpy/<dtype>/payload:<B>/n:8                         the floor's baseline: the same frames,
+//                                                          each copied once, nothing else (memory
+//                                                          traffic alone, measured in the same run)
 //   scale/ranks:<n>, scale/slots:<S> (n=2),               1 KiB fp32, ICRC on: per-packet cost against
 //   scale/jobs:<J> (n=8), scale/feed_KiB:<K> (n=8)         ranks, slots, jobs, and the frame set's size
 //                                                          (from L2-resident to DRAM)
@@ -408,6 +411,30 @@ void run_multicast_vs_replication(benchmark::State& state, const Scenario& sc) {
   state.counters["ranks"] = sc.ranks;
 }
 
+// Runs `pass` once per benchmark iteration, timed by the thread's CPU time (the iteration's manual
+// time) and by the TSC (wall, for the preempted share).
+struct PassTimes {
+  double ns = 0;
+  uint64_t wall_tsc = 0;
+  uint64_t passes = 0;
+};
+template <class Pass>
+PassTimes timed_passes(benchmark::State& state, Pass&& pass) {
+  PassTimes t;
+  for (auto _ : state) {
+    const double t0 = thread_cpu_ns();
+    const uint64_t c0 = __rdtsc();
+    pass();
+    const uint64_t c1 = __rdtsc();
+    const double pass_ns = thread_cpu_ns() - t0;
+    state.SetIterationTime(pass_ns * 1e-9);
+    t.ns += pass_ns;
+    t.wall_tsc += c1 - c0;
+    ++t.passes;
+  }
+  return t;
+}
+
 // What the engine cannot avoid per packet: verify the ICRC, sum the payload into its slot's
 // accumulator and copy one result frame (n contributions bring n results), plus, once per slot
 // round (every n-th packet), one CRC pass over the result. No parsing, no checks, no slot versions.
@@ -421,14 +448,9 @@ void run_floor(benchmark::State& state, const Scenario& sc) {
   std::vector<uint8_t> acc_mem(acc_stride * feed.slots * 2 + 64);
   uint8_t* acc = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(acc_mem.data()), 64));
   alignas(64) static uint8_t out[wire::kMaxFrameLen + 64];
-  double ns = 0;
-  uint64_t wall_tsc = 0;
-  uint64_t passes = 0;
   uint64_t bad = 0;
   uint32_t crc = 0;
-  for (auto _ : state) {
-    const double t0 = thread_cpu_ns();
-    const uint64_t c0 = __rdtsc();
+  const PassTimes t = timed_passes(state, [&] {
     uint32_t k = 0;
     for (const PacketView& f : feed.frames) {
       if (sc.icrc && !icrc::verify_frame({f.data, f.len})) ++bad;
@@ -442,19 +464,28 @@ void run_floor(benchmark::State& state, const Scenario& sc) {
       std::memcpy(out, f.data, f.len);
       benchmark::ClobberMemory();
     }
-    const uint64_t c1 = __rdtsc();
-    const double pass_ns = thread_cpu_ns() - t0;
-    state.SetIterationTime(pass_ns * 1e-9);
-    ns += pass_ns;
-    wall_tsc += c1 - c0;
-    ++passes;
-  }
+  });
   benchmark::DoNotOptimize(crc);
   if (bad != 0) {
     state.SkipWithError("floor: a frame failed its ICRC");
     return;
   }
-  set_rate_counters(state, passes * feed.frames.size(), passes * feed.payload_bytes, ns, wall_tsc);
+  set_rate_counters(state, t.passes * feed.frames.size(), t.passes * feed.payload_bytes, t.ns, t.wall_tsc);
+}
+
+// The memory traffic alone, as the baseline of the floor: every frame of the same feed copied
+// once (its whole length, into the one destination the floor copies results to), nothing else.
+// The floor over this says what the ICRC and the summation add to moving the bytes.
+void run_memcpy(benchmark::State& state, const Scenario& sc) {
+  const Feed feed(sc);
+  alignas(64) static uint8_t out[wire::kMaxFrameLen + 64];
+  const PassTimes t = timed_passes(state, [&] {
+    for (const PacketView& f : feed.frames) {
+      std::memcpy(out, f.data, f.len);
+      benchmark::ClobberMemory();
+    }
+  });
+  set_rate_counters(state, t.passes * feed.frames.size(), t.passes * feed.payload_bytes, t.ns, t.wall_tsc);
 }
 
 // Bytes the engine asks EngineOptions::allocate for.
@@ -545,6 +576,17 @@ void register_all() {
         s.ranks = 8;
         benchmark::RegisterBenchmark(("floor/" + tail + "/n:8").c_str(), run_floor, s)->Apply(timed);
       }
+      // The floor's baseline: the same frames copied (their length depends on the payload alone,
+      // so once per dtype x payload: ICRC off, n = 8 like the floor).
+      Scenario s;
+      s.dtype = d;
+      s.payload = p;
+      s.icrc = false;
+      s.ranks = 8;
+      benchmark::RegisterBenchmark(
+          ("memcpy/" + std::string(wire::dtype_name(d)) + "/payload:" + std::to_string(p) + "/n:8").c_str(), run_memcpy,
+          s)
+          ->Apply(timed);
     }
   }
   // Deterministic mode against engine/... (and scale/ranks:256) with the same frames.

@@ -2,11 +2,14 @@
 // pre-built contribution frames of n emulated workers on one port (a net_memif client), receives
 // what comes back and counts both, for a fixed time.
 //
-//   sumcast-memif-gen [EAL args] -- --mode sumcast|echo [options]
+//   sumcast-memif-gen [EAL args] -- --mode sumcast|echo|sink [options]
 //   --mode sumcast   register n ranks of a job with the appliance (--control, --token-file), build
 //                    their frames from the grant; what comes back are the results (n per slot round)
 //   --mode echo      the same frames for a made-up job, for a peer that only forwards them back
-//                    (dpdk-testpmd --forward-mode=io --port-topology=loop)
+//                    (dpdk-testpmd --forward-mode=io --port-topology=loop), or that only takes
+//                    them (--forward-mode=rxonly: then tx_pps is the generator's sending ceiling)
+//   --mode sink      send nothing, only receive and count (a peer that only sends,
+//                    --forward-mode=txonly: rx_pps is the generator's receiving ceiling)
 //   --ranks N (8)  --payload B (1024)  --dtype fp32|bf16|... (fp32)  --rounds R (2, even)
 //   --seconds S (3) measured after --warmup S (1)  --control HOST:PORT (127.0.0.1:4790)
 //   --token-file F  --json
@@ -17,13 +20,19 @@
 //
 // Frames: rounds x slots x ranks, in the order the workers' streams merge (round, slot, rank),
 // each in its own mbuf held with an extra reference, so a transmit only takes a reference (the
-// memif PMD copies the bytes into its ring and drops the reference). When the generator wraps
+// memif PMD copies the bytes into its ring and drops the reference; a zero-copy client port,
+// vdev zero-copy=yes with EAL --single-file-segments, hands the peer the mbuf's own buffer and
+// drops the reference once the peer has read it: a frame still referenced is not sent again
+// until then, and costs the generator no copy either way). When the generator wraps
 // around, each frame's round moves on by R before it is sent again, and its ICRC is updated by
 // the CRC of the change (tables built at start: the ICRC is affine in the bytes), so the
 // appliance sees rounds advance for ever at the cost of a few loads per frame.
 //
 // Output: a table, or with --json one line {"mode","ranks","payload","seconds","tx_pps","rx_pps",
-// "tx_gbps_payload","rx_gbps_payload","tx_busy_retries"}. Exit 0, or 1 on any failure.
+// "tx_gbps_payload","rx_gbps_payload","tx_busy_retries","tx_wait_share"} (the last two over the
+// measured time: loops in which the port did not take all it was offered, and their share of all
+// loops: a generator that waits on its peer is not what limits the rate). Exit 0, or 1 on any failure.
+#include <rte_arp.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -34,6 +43,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -93,14 +103,16 @@ struct Options {
 int parse(int argc, char** argv, Options* o) {
   CLI::App app{
       "A DPDK load generator for the memif comparison (perf/memif/run):\n"
-      "  sumcast-memif-gen [EAL args] -- --mode sumcast|echo [options]",
+      "  sumcast-memif-gen [EAL args] -- --mode sumcast|echo|sink [options]",
       "sumcast-memif-gen"};
   sumcast::cli::setup(app);
-  app.add_option("--mode", o->mode,
-                 "sumcast: register the ranks of a job with the appliance (--control, --token-file) and build "
-                 "their frames from the grant; echo: the same frames for a made-up job, for a peer that only "
-                 "forwards them back (dpdk-testpmd --forward-mode=io --port-topology=loop)")
-      ->check(CLI::IsMember({"sumcast", "echo"}));
+  app.add_option(
+         "--mode", o->mode,
+         "sumcast: register the ranks of a job with the appliance (--control, --token-file) and build "
+         "their frames from the grant; echo: the same frames for a made-up job, for a peer that only "
+         "forwards them back (dpdk-testpmd --forward-mode=io --port-topology=loop) or takes them (rxonly); sink: send "
+         "nothing, only receive (a peer that only sends: testpmd --forward-mode=txonly)")
+      ->check(CLI::IsMember({"sumcast", "echo", "sink"}));
   app.add_option("--ranks", o->ranks, "emulated workers")->check(CLI::Range(1, 256));
   app.add_option("--payload", o->payload, "payload bytes per frame")
       ->check(CLI::Range(1u, static_cast<unsigned>(sumcast::wire::kMaxPayloadBytes)));
@@ -143,6 +155,32 @@ Member member(uint32_t rank, const uint8_t mac[6]) {
   return m;
 }
 
+// The appliance resolves every member's MAC by ARP (at registration and again now and then): an
+// ARP request for one of the emulated members' addresses is answered in place, with this port's
+// MAC. Returns true when `m` was an ARP frame (answered or not; the caller no longer owns it).
+bool answer_arp(uint16_t port, rte_mbuf* m, const rte_ether_addr& me, uint32_t ranks) {
+  auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+  if (m->data_len < sizeof(rte_ether_hdr) + sizeof(rte_arp_hdr) ||
+      eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP)) {
+    return false;
+  }
+  auto* arp = reinterpret_cast<rte_arp_hdr*>(eth + 1);
+  const uint32_t tip = rte_be_to_cpu_32(arp->arp_data.arp_tip);
+  if (arp->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST) || tip < kMemberIpBase || tip >= kMemberIpBase + ranks) {
+    rte_pktmbuf_free(m);
+    return true;
+  }
+  arp->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
+  arp->arp_data.arp_tha = arp->arp_data.arp_sha;
+  arp->arp_data.arp_tip = arp->arp_data.arp_sip;
+  arp->arp_data.arp_sha = me;
+  arp->arp_data.arp_sip = rte_cpu_to_be_32(tip);
+  eth->dst_addr = eth->src_addr;
+  eth->src_addr = me;
+  if (rte_eth_tx_burst(port, 0, &m, 1) != 1) rte_pktmbuf_free(m);
+  return true;
+}
+
 // The job (and the appliance's side of it) the frames are built for.
 struct Plan {
   JobSpec job;
@@ -151,7 +189,8 @@ struct Plan {
   std::vector<std::unique_ptr<sumcast::shim::ControlClient>> clients;  // kept open: the job lives
 };
 
-Plan register_job(const Options& o, const uint8_t my_mac[6]) {
+Plan register_job(const Options& o, uint16_t port, const rte_ether_addr& me) {
+  const uint8_t* my_mac = me.addr_bytes;
   sumcast::Result<std::string> read = sumcast::read_token_file(o.token_file);
   if (!read.ok()) die("--token-file " + read.status().message());
   const std::string token = std::move(read.value());
@@ -161,8 +200,13 @@ Plan register_job(const Options& o, const uint8_t my_mac[6]) {
   std::vector<std::string> errors(o.ranks);
   const std::string job_name = "memif-bench-" + std::to_string(::getpid());
   std::vector<std::thread> threads;
+  std::atomic<uint32_t> done{0};
   for (uint32_t r = 0; r < o.ranks; ++r) {
     threads.emplace_back([&, r] {
+      struct Done {
+        std::atomic<uint32_t>* n;
+        ~Done() { n->fetch_add(1); }
+      } mark{&done};
       auto c = sumcast::shim::ControlClient::connect(o.control_host, o.control_port, token, 5000);
       if (!c.ok()) {
         errors[r] = c.status().to_string();
@@ -187,6 +231,16 @@ Plan register_job(const Options& o, const uint8_t my_mac[6]) {
       }
       grants[r] = *g;
     });
+  }
+  // The appliance checks each member by ARP before it grants: answer while the ranks register
+  // (every rank's call is bounded by its timeout, so this loop is too).
+  std::array<rte_mbuf*, kRxBurst> got{};
+  while (done.load() < o.ranks) {
+    const uint16_t n = rte_eth_rx_burst(port, 0, got.data(), kRxBurst);
+    for (uint16_t i = 0; i < n; ++i) {
+      if (!answer_arp(port, got[i], me, o.ranks)) rte_pktmbuf_free(got[i]);
+    }
+    if (n == 0) rte_delay_us_sleep(100);
   }
   for (auto& t : threads) t.join();
   for (uint32_t r = 0; r < o.ranks; ++r) {
@@ -291,7 +345,7 @@ int main(int argc, char** argv) {
     rte_delay_ms(20);
   }
 
-  Plan plan = o.mode == "sumcast" ? register_job(o, my_mac.addr_bytes) : made_up_job(o);
+  Plan plan = o.mode == "sumcast" ? register_job(o, port, my_mac) : made_up_job(o);
   JobSpec& job = plan.job;
   job.dtype = o.dtype;
   job.max_payload_bytes = static_cast<uint16_t>(o.payload);
@@ -342,36 +396,56 @@ int main(int argc, char** argv) {
   const uint64_t start = rte_rdtsc();
   const uint64_t measure_from = start + static_cast<uint64_t>(o.warmup * static_cast<double>(hz));
   const uint64_t end = measure_from + static_cast<uint64_t>(o.seconds * static_cast<double>(hz));
-  uint64_t tx = 0, rx = 0, tx_at_start = 0, rx_at_start = 0, busy = 0;
+  uint64_t tx = 0, rx = 0, tx_at_start = 0, rx_at_start = 0, busy = 0, busy_at_start = 0, loops_at_start = 0;
   bool measuring = false;
   size_t next = 0;
   bool wrapped = false;
   std::array<rte_mbuf*, kBurst> burst{};
-  uint16_t pending = 0;  // frames in `burst` not yet accepted by the port
+  uint16_t head = 0;     // first frame in `burst` not yet accepted by the port
+  uint16_t pending = 0;  // frames from `head` on not yet accepted
   std::array<rte_mbuf*, kRxBurst> got{};
   uint64_t now = start;
   uint64_t loops = 0;
+  const bool send = o.mode != "sink";
+  const bool arp = o.mode == "sumcast";  // only the appliance asks (echo and sink peers never do)
   while (now < end) {
-    if (pending == 0) {
-      for (; pending < kBurst; ++pending) {
-        rte_mbuf* m = frames[next];
-        if (wrapped) patch.apply(rte_pktmbuf_mtod(m, uint8_t*), frame_len, o.rounds);
-        rte_mbuf_refcnt_update(m, 1);
-        burst[pending] = m;
-        if (++next == frames.size()) {
-          next = 0;
-          wrapped = true;
+    if (send) {
+      if (pending == 0) {
+        head = 0;
+        for (; pending < kBurst; ++pending) {
+          rte_mbuf* m = frames[next];
+          // A zero-copy memif port holds a sent frame until the peer has read it: one still held
+          // must not be touched (its round would change under the peer), so the burst ends there.
+          if (rte_mbuf_refcnt_read(m) != 1) break;
+          if (wrapped) patch.apply(rte_pktmbuf_mtod(m, uint8_t*), frame_len, o.rounds);
+          rte_mbuf_refcnt_update(m, 1);
+          burst[pending] = m;
+          if (++next == frames.size()) {
+            next = 0;
+            wrapped = true;
+          }
         }
       }
+      // Called even with nothing to send: a zero-copy port reclaims what the peer has read here.
+      const uint16_t sent = rte_eth_tx_burst(port, 0, burst.data() + head, pending);
+      head = static_cast<uint16_t>(head + sent);
+      pending = static_cast<uint16_t>(pending - sent);
+      tx += sent;
+      if (pending != 0 || sent == 0) ++busy;
     }
-    const uint16_t sent = rte_eth_tx_burst(port, 0, burst.data() + (kBurst - pending), pending);
-    pending = static_cast<uint16_t>(pending - sent);
-    tx += sent;
-    if (pending != 0) ++busy;
     const uint16_t n = rte_eth_rx_burst(port, 0, got.data(), kRxBurst);
     if (n != 0) {
-      rx += n;
-      rte_pktmbuf_free_bulk(got.data(), n);
+      // A frame that is no answer (an ARP request of the appliance: short, so the length tells
+      // without touching the frame's bytes) is not counted.
+      uint16_t keep = n;
+      if (arp) {
+        keep = 0;
+        for (uint16_t k = 0; k < n; ++k) {
+          if (got[k]->pkt_len >= frame_len || !answer_arp(port, got[k], my_mac, o.ranks)) got[keep++] = got[k];
+        }
+      }
+      rx += keep;
+      rte_pktmbuf_free_bulk(got.data(), keep);
     }
     if ((++loops & 63) == 0) {
       now = rte_rdtsc();
@@ -379,6 +453,8 @@ int main(int argc, char** argv) {
         measuring = true;
         tx_at_start = tx;
         rx_at_start = rx;
+        busy_at_start = busy;
+        loops_at_start = loops;
       }
     }
   }
@@ -386,17 +462,24 @@ int main(int argc, char** argv) {
   const double tx_pps = static_cast<double>(tx - tx_at_start) / secs;
   const double rx_pps = static_cast<double>(rx - rx_at_start) / secs;
   if (o.json) {
-    const nlohmann::ordered_json out = {{"mode", o.mode},
-                                        {"ranks", o.ranks},
-                                        {"payload", payload},
-                                        {"dtype", sumcast::wire::dtype_name(o.dtype)},
-                                        {"frame_len", frame_len},
-                                        {"seconds", secs},
-                                        {"tx_pps", tx_pps},
-                                        {"rx_pps", rx_pps},
-                                        {"tx_gbps_payload", tx_pps * static_cast<double>(payload) * 8e-9},
-                                        {"rx_gbps_payload", rx_pps * static_cast<double>(payload) * 8e-9},
-                                        {"tx_busy_retries", busy}};
+    const nlohmann::ordered_json out = {
+        {"mode", o.mode},
+        {"ranks", o.ranks},
+        {"payload", payload},
+        {"dtype", sumcast::wire::dtype_name(o.dtype)},
+        {"frame_len", frame_len},
+        {"seconds", secs},
+        {"tx_pps", tx_pps},
+        {"rx_pps", rx_pps},
+        {"tx_gbps_payload", tx_pps * static_cast<double>(payload) * 8e-9},
+        {"rx_gbps_payload", rx_pps * static_cast<double>(payload) * 8e-9},
+        {"tx_busy_retries", busy - busy_at_start},
+        // Share of the measured loops in which the port did not take
+        // every frame offered: the generator waited on its peer (it is
+        // then not what limits the rate).
+        {"tx_wait_share", loops == loops_at_start ? 0.0
+                                                  : static_cast<double>(busy - busy_at_start) /
+                                                        static_cast<double>(loops - loops_at_start)}};
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("mode %s, %u ranks, %zu B payloads (%zu B frames), %.2f s: sent %.3f Mpps, received %.3f Mpps\n",

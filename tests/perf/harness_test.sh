@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The benchmark harness end to end, at the smallest sizes (a check that each benchmark still runs
+# and that its JSON, report and plot agree, not a measurement):
+#   perf/memif/run      one try at n = 2 for a fraction of a second: sumcastd, testpmd io and the
+#                       generator's two ceilings (rxonly, txonly); sumcastd summed every frame
+#   perf/cluster/run    unshaped (CLUSTER_RATE=0), n = 4, 1 MiB, one iteration: Sumcast (checked
+#                       exactly), Open MPI default and ring, CPU seconds per GB of each
+#   perf/transport/run  the veth path once (the loopback path is perf_plot's)
+# then perf/report.py and perf/plot.py on what they wrote. Needs root (namespaces, hugepages),
+# dpdk-testpmd and mpirun: exits 77 (skipped) saying which is missing.
+#   usage: harness_test.sh     (SUMCAST_SOURCE_DIR, SUMCAST_BINARY_DIR: set by ctest)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
+root=${SUMCAST_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+build=${SUMCAST_BINARY_DIR:-$root/build}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIPPED: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (namespaces, hugepages)"
+command -v dpdk-testpmd >/dev/null || skip "dpdk-testpmd not installed"
+command -v mpirun >/dev/null || skip "mpirun not installed"
+[ "$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)" -ge 256 ] || skip "fewer than 256 free hugepages"
+for f in perf/memif/sumcast-memif-gen dataplane/sumcastd/sumcastd tools/sumcastctl/sumcastctl \
+  tools/sumcast-allreduce/sumcast-allreduce perf/mpi/mpi_allreduce_bench perf/transport/sumcast-transport-bench; do
+  [ -x "$build/$f" ] || fail "$build/$f not built"
+done
+work=$(mktemp -d /tmp/sumcast-harness.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export PERF_RESULTS=$work
+
+MEMIF_RANKS=2 MEMIF_SECONDS=0.3 MEMIF_WARMUP=0.1 MEMIF_REPEAT=1 timeout 120 "$root/perf/memif/run" "$build" \
+  >"$work/memif.log" 2>&1 || { cat "$work/memif.log"; fail "perf/memif/run failed"; }
+jq -e '.summary[0] | .sumcastd_pps > 0 and .testpmd_pps > 0 and .gen_tx_ceiling_pps > 0 and .gen_rx_ceiling_pps > 0' \
+  "$work/memif.json" >/dev/null || { cat "$work/memif.log"; fail "memif.json lacks a rate or a ceiling"; }
+jq -e '.runs[0].sumcastd.appliance | .contributions > 0 and (.drops | length) == 0' "$work/memif.json" >/dev/null ||
+  { jq '.runs[0].sumcastd.appliance' "$work/memif.json"; fail "sumcastd did not sum every frame it got"; }
+grep -q "loop ceil" "$work/memif.log" || { cat "$work/memif.log"; fail "the memif table has no ceiling"; }
+
+CLUSTER_RATE=0 CLUSTER_N=4 CLUSTER_MIN=1M CLUSTER_MAX=1M CLUSTER_ITERS=1 CLUSTER_WARMUP=1 CLUSTER_LOSS=0 \
+  timeout 180 "$root/perf/cluster/run" "$build" >"$work/cluster.log" 2>&1 ||
+  { cat "$work/cluster.log"; fail "perf/cluster/run failed"; }
+jq -e '.cases[0] | .rows[0].sumcast > 0 and .rows[0].wrong == 0 and .rows[0].mpi_default > 0 and .rows[0].mpi_ring > 0
+       and .cpu_s_per_gb.sumcast_workers > 0 and .cpu_s_per_gb.appliance > 0 and .cpu_s_per_gb.mpi_default > 0
+       and .cpu_s_per_gb.mpi_ring > 0' "$work/cluster-unshaped.json" >/dev/null ||
+  { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks algbw, an exact result or CPU per GB"; }
+grep -q "ratio to the better MPI" "$work/cluster.log" || { cat "$work/cluster.log"; fail "no CPU-per-GB ratio printed"; }
+
+TRANSPORT_PATHS=veth TRANSPORT_SECONDS=0.2 TRANSPORT_WARMUP=0.05 TRANSPORT_REPEAT=1 timeout 60 \
+  "$root/perf/transport/run" "$build" >"$work/transport.log" 2>&1 ||
+  { cat "$work/transport.log"; fail "perf/transport/run failed"; }
+jq -e '.summary[0] | .path == "veth" and .udp_w2r_gbps > 0 and .udp_r2w_gbps > 0 and .tcp_w2r_gbps > 0' \
+  "$work/transport.json" >/dev/null || { cat "$work/transport.log"; fail "transport.json has no veth row"; }
+
+/usr/bin/python3 "$root/perf/plot.py" "$work" >"$work/plot.log" 2>&1 || { cat "$work/plot.log"; fail "plot.py failed"; }
+for png in memif cluster-unshaped transport; do
+  [ -s "$work/$png.png" ] || { cat "$work/plot.log"; fail "plot.py drew no $png.png"; }
+done
+echo "PASS: memif (with the generator's ceilings), cluster (unshaped, CPU per GB) and transport (veth) ran end to end; report and plots drawn"
