@@ -134,7 +134,7 @@ def memif(src, out):
                         "sumcastd_gbps_payload": a * payload * 8e-9, "tries": len(rs)})
         print(f"{n:5} {payload:7} | {a / 1e6:13.3f} {a * payload * 8e-9:7.2f} {an / 1e6:9.3f} | {b / 1e6:12.3f} "
               f"{bn / 1e6:9.3f} | {ratio:6.2f} {an / bn if bn else 0:9.2f} | {len(rs)} "
-              f"{'(target >= 0.8: reached)' if ratio >= 0.8 else '(target 0.8: NOT reached)'}")
+              f"{'(target >= 0.9: reached)' if ratio >= 0.9 else '(target 0.9: NOT reached)'}")
     # The generator's own ceilings, measured in the same run: what it sends when nothing comes back
     # (testpmd rxonly) and what it receives when it sends nothing (testpmd txonly).
     ceil = [(n, rs) for n, rs in sorted(by_n.items()) if any("gen_tx_ceiling" in r or "gen_rx_ceiling" in r for r in rs)]
