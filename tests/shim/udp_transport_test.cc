@@ -335,6 +335,47 @@ TEST(UdpTransport, ResultsMarkedCeAreFlaggedWithRecvEcn) {
   EXPECT_EQ((*t)->counters().results, 4u);
 }
 
+// A receive buffer too small for a burst: the kernel drops the overflow, and SO_RXQ_OVFL tells the
+// transport how many with the next datagram that arrives, so every datagram sent is either
+// received or counted in rx_overflows.
+TEST(UdpTransport, DatagramsDroppedForWantOfReceiveBufferAreCounted) {
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  o.socket_buffer_bytes = 1;  // the kernel's minimum: a few datagrams
+  auto t = UdpTransport::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_GT((*t)->counters().rx_buffer_bytes, 0u);
+  EXPECT_LT((*t)->counters().rx_buffer_bytes, 64u * 1024) << "the minimum buffer was not granted";
+  EXPECT_GT((*t)->counters().tx_buffer_bytes, 0u);
+  Appliance app;
+  ASSERT_TRUE((*t)->add_peer(peer_of(app)).ok());
+  const Endpoint me = (*t)->local_endpoint();
+  const auto b = app.result(me, result_header(1), me.qpn, kQkey, std::vector<uint8_t>(16, 1));
+  constexpr uint64_t kBurst = 200;
+  for (uint64_t i = 0; i < kBurst; ++i) app.send_to(me, b);
+  std::vector<Received> buf(64);
+  const auto drain = [&](uint64_t total) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((*t)->counters().rx_packets + (*t)->counters().rx_overflows < total &&
+           std::chrono::steady_clock::now() < deadline) {
+      pollfd p{(*t)->wait_fd(), POLLIN, 0};
+      (void)poll(&p, 1, 100);
+      (void)(*t)->receive(buf);
+    }
+  };
+  drain(1);  // what fit in the buffer
+  const uint64_t first = (*t)->counters().rx_packets;
+  EXPECT_GT(first, 0u);
+  EXPECT_LT(first, kBurst) << "the burst fit: nothing to count";
+  app.send_to(me, b);  // the datagram after the drops reports the socket's count
+  drain(kBurst + 1);
+  const TransportCounters& c = (*t)->counters();
+  EXPECT_GT(c.rx_overflows, 0u);
+  EXPECT_EQ(c.rx_packets + c.rx_overflows, kBurst + 1) << "received " << c.rx_packets << ", counted dropped "
+                                                      << c.rx_overflows;
+  EXPECT_EQ(c.results, c.rx_packets);
+}
+
 // With verify_icrc off, a corrupted ICRC passes (for captures of NICs that compute it wrong).
 TEST(UdpTransport, IcrcCheckCanBeTurnedOff) {
   UdpTransportOptions o;

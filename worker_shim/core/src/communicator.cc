@@ -116,7 +116,7 @@ struct Communicator::Appliance {
   uint64_t assigned = 0;  // chunk indices [0, assigned) belong to calls already started
   uint32_t busy = 0;      // slots with a chunk outstanding
   uint64_t last_progress_ns = 0;
-  uint64_t answered_tx_ns = 0;  // latest transmission time among the chunks answered so far
+  uint64_t answered_tx_ns = 0;  // latest first transmission time among the chunks answered so far
   // Round-trip estimate (RFC 6298 style, Karn's rule: samples from chunks sent once only).
   bool have_rtt = false;
   uint64_t srtt_ns = 0;
@@ -618,7 +618,11 @@ void Communicator::on_received(uint64_t now) {
       }
       std::memcpy(sl.op->recv + sl.elem_offset * elem_size_, r.payload, r.payload_len);
       if (sl.retries == 0) update_rto(a, now - sl.sent_ns);
-      a.answered_tx_ns = std::max(a.answered_tx_ns, sl.last_tx_ns);
+      // Its first transmission: the answer to a retransmitted chunk may be the first one's (a stall
+      // probe's round completes when the late rank's contribution arrives), so its last
+      // transmission proves nothing about the chunks sent before it; taking that one turned every
+      // answered stall probe into a window's worth of presumed losses, all spurious.
+      a.answered_tx_ns = std::max(a.answered_tx_ns, sl.sent_ns);
       sl.busy = false;
       sl.completed_once = true;
       sl.last_round = sl.round;
@@ -773,6 +777,7 @@ void Communicator::check_timers(uint64_t now) {
         ++sl.retries;
         sl.fast_retried = false;
         ++stats_.retransmissions;
+        if (a.answered_tx_ns <= sl.last_tx_ns) ++stats_.stall_probes;  // nothing sent after it answered
         if (a.probe_slot < 0) ++a.probes_unanswered;  // nothing completed here to probe with: resends must do
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
@@ -1276,6 +1281,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"retransmissions", s.retransmissions},
       {"fast_retransmissions", s.fast_retransmissions},
       {"silent_backoffs", s.silent_backoffs},
+      {"stall_probes", s.stall_probes},
       {"spurious_retransmissions", s.spurious_retransmissions},
       {"results", s.results},
       {"duplicates", s.duplicates},
@@ -1289,8 +1295,14 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"tx_packets", s.transport.tx_packets},
       {"tx_bytes", s.transport.tx_bytes},
       {"tx_dropped", s.transport.tx_dropped},
+      {"tx_partial", s.transport.tx_partial},
+      {"tx_eagain", s.transport.tx_eagain},
+      {"tx_enobufs", s.transport.tx_enobufs},
+      {"tx_buffer_bytes", s.transport.tx_buffer_bytes},
       {"rx_packets", s.transport.rx_packets},
       {"rx_bytes", s.transport.rx_bytes},
+      {"rx_overflows", s.transport.rx_overflows},
+      {"rx_buffer_bytes", s.transport.rx_buffer_bytes},
       {"rx_results", s.transport.results},
       {"rx_group_results", s.transport.group_results},
       {"multicast", static_cast<uint64_t>(std::count_if(infos_.begin(), infos_.end(),

@@ -426,7 +426,12 @@ int Runtime::fail_call(MPI_Comm comm, CallKind kind, const Status& st, Job* job)
 void Runtime::teardown_jobs(CommState& st) {
   for (auto& [key, job] : st.jobs) {
     std::lock_guard<std::mutex> lock(job->mu);
-    stats_.add_retransmissions(job->comm->stats().retransmissions);
+    const shim::CommStats cs = job->comm->stats();
+    stats_.add_data_path({.retransmissions = cs.retransmissions,
+                          .stall_probes = cs.stall_probes,
+                          .rx_overflows = cs.transport.rx_overflows,
+                          .tx_refused = cs.transport.tx_eagain + cs.transport.tx_enobufs,
+                          .tx_dropped = cs.transport.tx_dropped});
   }
   st.jobs.clear();
 }

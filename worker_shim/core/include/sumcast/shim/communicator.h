@@ -24,7 +24,8 @@
 // trips were measured, then max(floor, SRTT + 4 RTTVAR) (RFC 6298 estimators, sampled only from
 // chunks sent once), at most rto_max_us, where the floor starts at rto_initial_us, grows by half
 // with every spurious retransmission (a retransmitted chunk answered twice) and decays slowly; each expiry resends and
-// doubles it, up to rto_max_us. An expired chunk is presumed lost only when a chunk sent after it was answered;
+// doubles it, up to rto_max_us. An expired chunk is presumed lost only when a chunk first sent after its last
+// transmission was answered (first: an answered retransmission may owe its answer to the first one);
 // otherwise the appliance or a peer rank is stalled (descheduled, late to the call), not losing
 // packets: then, once per RTO, only the oldest outstanding chunk (expired or not) is resent, as a
 // probe, and the other expired timers just back off, so a stall does not turn into a window's
@@ -177,6 +178,9 @@ struct CommStats {
   uint64_t retransmissions = 0;           // RTO expiries that resent a chunk
   uint64_t fast_retransmissions = 0;      // chunks resent because a later one was answered first (see Timers)
   uint64_t silent_backoffs = 0;           // RTO expiries that only backed off: a stall, not a loss (see Timers)
+  // Of the retransmissions, those of a chunk nothing sent after which was answered yet: the stall
+  // probes (see Timers). The rest followed a later chunk's answer: a packet was lost (or reordered).
+  uint64_t stall_probes = 0;
   uint64_t results = 0;                   // results accepted and written
   uint64_t duplicates = 0;                // results for a chunk already completed
   uint64_t spurious_retransmissions = 0;  // duplicates of retransmitted chunks: the RTO was too short
