@@ -32,8 +32,7 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
   EXPECT_EQ(v[Stats::kTxDroppedField], 1u);
   const std::string t = Stats::format(v, "rank 0");
   EXPECT_NE(t.find("appliance retransmissions 3 (stall probes 2)"), std::string::npos) << t;
-  EXPECT_NE(t.find("data path drops: socket receive overflows 5, sends refused 7, not sent 1"), std::string::npos)
-      << t;
+  EXPECT_NE(t.find("data path drops: socket receive overflows 5, sends refused 7, not sent 1"), std::string::npos) << t;
 }
 
 TEST(Stats, TextNamesEachUsedCallAndEveryReason) {

@@ -371,8 +371,8 @@ TEST(UdpTransport, DatagramsDroppedForWantOfReceiveBufferAreCounted) {
   drain(kBurst + 1);
   const TransportCounters& c = (*t)->counters();
   EXPECT_GT(c.rx_overflows, 0u);
-  EXPECT_EQ(c.rx_packets + c.rx_overflows, kBurst + 1) << "received " << c.rx_packets << ", counted dropped "
-                                                      << c.rx_overflows;
+  EXPECT_EQ(c.rx_packets + c.rx_overflows, kBurst + 1)
+      << "received " << c.rx_packets << ", counted dropped " << c.rx_overflows;
   EXPECT_EQ(c.results, c.rx_packets);
 }
 

@@ -303,8 +303,7 @@ size_t UdpTransport::receive(std::span<Received> out) {
   for (Group& g : groups_) {
     if (used >= want) break;
     size_t more = 0;
-    used += drain(g.fd, &g.drops_seen, g.ip, wire::kRoceUdpPort, true, used, out.subspan(accepted, want - used),
-                  &more);
+    used += drain(g.fd, &g.drops_seen, g.ip, wire::kRoceUdpPort, true, used, out.subspan(accepted, want - used), &more);
     accepted += more;
   }
   return accepted;

@@ -176,11 +176,9 @@ struct CommStats {
   uint64_t calls = 0;                     // all-reduce calls started
   uint64_t chunks = 0;                    // chunks sent (first transmissions)
   uint64_t retransmissions = 0;           // RTO expiries that resent a chunk
+  uint64_t stall_probes = 0;              // ... of which stall probes: nothing sent later answered (see Timers)
   uint64_t fast_retransmissions = 0;      // chunks resent because a later one was answered first (see Timers)
   uint64_t silent_backoffs = 0;           // RTO expiries that only backed off: a stall, not a loss (see Timers)
-  // Of the retransmissions, those of a chunk nothing sent after which was answered yet: the stall
-  // probes (see Timers). The rest followed a later chunk's answer: a packet was lost (or reordered).
-  uint64_t stall_probes = 0;
   uint64_t results = 0;                   // results accepted and written
   uint64_t duplicates = 0;                // results for a chunk already completed
   uint64_t spurious_retransmissions = 0;  // duplicates of retransmitted chunks: the RTO was too short

@@ -79,8 +79,8 @@ class UdpTransport final : public Transport {
   // Receives into rx buffers [first, first + out.size()) from `fd`, whose datagrams were sent
   // to dst_ip:dst_port (`group`: a group socket); returns the datagrams read (validated ones in
   // out[0..*accepted)). `drops_seen`: the socket's drop count last reported (SO_RXQ_OVFL).
-  size_t drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first, std::span<Received> out,
-               size_t* accepted);
+  size_t drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first,
+               std::span<Received> out, size_t* accepted);
 
   UdpTransportOptions options_;
   int fd_ = -1;
@@ -89,7 +89,7 @@ class UdpTransport final : public Transport {
   uint32_t qpn_ = 0;
   std::vector<Peer> peers_;
   std::vector<Group> groups_;
-  int epoll_fd_ = -1;  // every socket, once a group was joined
+  int epoll_fd_ = -1;           // every socket, once a group was joined
   uint32_t rx_drops_seen_ = 0;  // fd_'s SO_RXQ_OVFL count, as last reported
   TransportCounters counters_;
   // Receive batch: one buffer of kRxBufLen bytes per datagram.
