@@ -376,6 +376,25 @@ TEST(UdpTransport, DatagramsDroppedForWantOfReceiveBufferAreCounted) {
   EXPECT_EQ(c.results, c.rx_packets);
 }
 
+// The default payload follows the path MTU: the largest RoCE payload whose datagram (BTH..ICRC,
+// plus 28 bytes of IPv4 and UDP) fits.
+TEST(UdpTransport, PayloadForMtuIsTheLargestRoceMtuThatFits) {
+  EXPECT_EQ(udp_payload_for_mtu(1500), 1024u);
+  EXPECT_EQ(udp_payload_for_mtu(9000), 4096u);
+  const uint32_t fit4096 = static_cast<uint32_t>(wire::roce_len(4096) + 28);
+  EXPECT_EQ(fit4096, 4180u) << "docs/agg.conf.md's port.mtu for 4096-byte payloads";
+  EXPECT_EQ(udp_payload_for_mtu(fit4096), 4096u);
+  EXPECT_EQ(udp_payload_for_mtu(fit4096 - 1), 2048u);
+  EXPECT_EQ(udp_payload_for_mtu(static_cast<uint32_t>(wire::roce_len(2048) + 28)), 2048u);
+  EXPECT_EQ(udp_payload_for_mtu(static_cast<uint32_t>(wire::roce_len(1024) + 27)), 512u);
+  EXPECT_EQ(udp_payload_for_mtu(576), 256u);
+  EXPECT_EQ(udp_payload_for_mtu(300), 0u);
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  EXPECT_GE(t->path_mtu(kLoopback), 65535u) << "loopback's MTU (IP_MTU caps it at 65535)";
+  EXPECT_EQ(udp_payload_for_mtu(t->path_mtu(kLoopback)), 4096u);
+}
+
 // With verify_icrc off, a corrupted ICRC passes (for captures of NICs that compute it wrong).
 TEST(UdpTransport, IcrcCheckCanBeTurnedOff) {
   UdpTransportOptions o;

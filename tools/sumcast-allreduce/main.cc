@@ -310,7 +310,8 @@ int parse_args(int argc, char** argv, Options* o) {
            o->payload = v;
            o->payload_explicit = true;
          },
-         "payload bytes per packet wanted (default 1024; verbs: the port's MTU less the 32-byte header)")
+         "payload bytes per packet wanted (default: UDP the largest RoCE payload the path MTU carries, 1024 at "
+         "1500; verbs the port's MTU less the 32-byte header)")
       ->check(CLI::Range(2, 4096))
       ->type_name("B");
   app.add_option("--slots", o->slots, "window slots (0 = default)")->check(CLI::Range(0, 65535))->type_name("S");

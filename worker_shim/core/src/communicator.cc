@@ -14,6 +14,7 @@
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/placement.h"
 #include "sumcast/shim/transport_factory.h"
+#include "sumcast/shim/udp_transport.h"
 
 namespace sumcast::shim {
 namespace {
@@ -25,6 +26,9 @@ constexpr int kRxBatchesPerRound = 16;              // receive batches drained b
 constexpr uint64_t kRootCauseWaitNs = 300'000'000;  // how long a secondary abort waits for the primary one
 constexpr size_t kMaxJobNameLen = 64;
 constexpr int kLivenessProbesBeforeLost = 2;  // unanswered liveness probes before silence means lost
+
+// The user chose payload_bytes (a default one follows the path's MTU).
+bool payload_chosen(const CommConfig& c) { return c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes; }
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
@@ -283,7 +287,7 @@ Status Communicator::init() {
   tc.rdma_device = c.rdma_device;
   tc.rdma_interface = c.rdma_interface;
   tc.max_payload = c.payload_bytes;
-  tc.payload_explicit = c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes;
+  tc.payload_explicit = payload_chosen(c);
   tc.verbs_ops = c.verbs_ops;
   auto opened = open_transport(tc);
   if (!opened.ok()) return opened.status();
@@ -343,8 +347,14 @@ Status Communicator::register_job(Appliance& a, const std::string& job_name, uin
   req.rank = c.rank;
   req.dtype = c.dtype;
   req.op = c.op;
-  // What the path carries (the verbs transport clamps a default payload to its port's MTU).
-  req.max_payload_bytes = static_cast<uint16_t>(std::min<uint32_t>(payload, transport_->max_payload()));
+  // What the path carries (the verbs transport clamps a default payload to its port's MTU). A
+  // default payload over UDP is the largest RoCE payload the path MTU toward the appliance carries
+  // (its control address: the data address comes with the grant, checked below); the grant is
+  // the smallest any rank asked for, so ranks on different paths still chunk alike.
+  uint32_t want = payload;
+  const uint32_t control_mtu = payload_chosen(c) ? 0 : transport_->path_mtu(a.control_addr.ip);
+  if (control_mtu != 0 && udp_payload_for_mtu(control_mtu) != 0) want = udp_payload_for_mtu(control_mtu);
+  req.max_payload_bytes = static_cast<uint16_t>(std::min<uint32_t>(want, transport_->max_payload()));
   req.slots = slots;
   req.endpoint = me;
   req.deterministic = c.deterministic;
@@ -371,6 +381,13 @@ Status Communicator::register_job(Appliance& a, const std::string& job_name, uin
   }
   PeerSpec ps;
   ps.ip = g.appliance.ip != 0 ? g.appliance.ip : a.control_addr.ip;
+  // Every datagram leaves with DF set: one larger than the path MTU would be dropped, every time.
+  if (const uint32_t mtu = transport_->path_mtu(ps.ip); mtu != 0 && wire::roce_len(g.payload_bytes) + 28 > mtu) {
+    return Status::invalid_argument("appliance " + a.address + " granted " + std::to_string(g.payload_bytes) +
+                                    "-byte payloads: their " + std::to_string(wire::roce_len(g.payload_bytes) + 28) +
+                                    "-byte datagrams exceed the path MTU " + std::to_string(mtu) + " toward " +
+                                    format_ipv4(ps.ip) + " (ask for a smaller payload)");
+  }
   ps.udp_port = g.appliance.udp_port != 0 ? g.appliance.udp_port : wire::kRoceUdpPort;
   std::memcpy(ps.mac, g.appliance.mac, 6);
   ps.job_id = g.job_id;
@@ -1286,6 +1303,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"results", s.results},
       {"duplicates", s.duplicates},
       {"rto_us", apps_.empty() ? 0 : apps_[0]->rto_us},
+      {"payload_bytes", infos_.empty() ? 0 : infos_[0].grant.payload_bytes},  // the first appliance's grant
       {"cnps_received", s.transport.cnps},
       {"rx_ce_results", s.transport.ce_results},
       {"window_cuts", s.window_cuts},

@@ -63,6 +63,19 @@ void ask_drop_counts(int fd) {
 
 }  // namespace
 
+uint32_t udp_payload_for_mtu(uint32_t ip_mtu) {
+  constexpr size_t kIpUdpHeaders = 20 + 8;
+  for (uint32_t p = static_cast<uint32_t>(wire::kMaxPayloadBytes); p >= 256; p /= 2) {
+    if (wire::roce_len(p) + kIpUdpHeaders <= ip_mtu) return p;
+  }
+  return 0;
+}
+
+uint32_t UdpTransport::path_mtu(uint32_t dst_ip) const {
+  auto mtu = path_mtu_toward(ip_, dst_ip);
+  return mtu.ok() ? *mtu : 0;
+}
+
 UdpTransport::UdpTransport(const UdpTransportOptions& options) : options_(options) {}
 
 UdpTransport::~UdpTransport() {

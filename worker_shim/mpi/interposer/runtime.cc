@@ -245,6 +245,7 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.dtype = t.dtype;
   cc.op = op;
   cc.payload_bytes = config_.payload_bytes;
+  cc.payload_explicit = config_.payload_explicit;
   cc.slots = static_cast<uint16_t>(config_.slots);
   cc.multicast = config_.multicast;
   cc.bind_ip = bind_ip_;

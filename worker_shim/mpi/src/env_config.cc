@@ -160,9 +160,16 @@ constexpr std::array<EnvVar, 29> kTable = {{
        c.job_prefix = std::string(t);
        return {};
      }},
-    {"SUMCAST_MPI_PAYLOAD", EnvType::kUint, "1024", "payload bytes per packet wanted (the appliance may grant less)",
+    {"SUMCAST_MPI_PAYLOAD", EnvType::kUint, "(path MTU)",
+     "payload bytes per packet wanted (the appliance may grant less); unset: the largest RoCE payload (4096, 2048, "
+     "1024) the path MTU toward the appliance carries",
      true,
-     [](MpiConfig& c, std::string_view v) { return set_u32(v, 8, 4096, [&](uint32_t n) { c.payload_bytes = n; }); }},
+     [](MpiConfig& c, std::string_view v) {
+       return set_u32(v, 8, 4096, [&](uint32_t n) {
+         c.payload_bytes = n;
+         c.payload_explicit = true;
+       });
+     }},
     {"SUMCAST_MPI_SLOTS", EnvType::kUint, "0", "window slots wanted per appliance; 0: the appliance's default", true,
      [](MpiConfig& c, std::string_view v) { return set_u32(v, 0, 65535, [&](uint32_t n) { c.slots = n; }); }},
     {"SUMCAST_MPI_MULTICAST", EnvType::kBool, "0",

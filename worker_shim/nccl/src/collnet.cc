@@ -117,6 +117,7 @@ shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lan
   cfg.dtype = dtype;
   cfg.op = op;
   cfg.payload_bytes = c->config->payload_bytes;
+  cfg.payload_explicit = c->config->payload_explicit;
   cfg.slots = static_cast<uint16_t>(c->config->slots);
   cfg.multicast = c->config->multicast;
   cfg.bind_ip = c->config->bind_ip;

@@ -96,7 +96,10 @@ Status apply(const Key& key, const std::string& value, PluginConfig* c) {
       }
       const std::string n = key.name;
       const auto u = static_cast<uint32_t>(v);
-      if (n == "SUMCAST_PAYLOAD_BYTES") c->payload_bytes = u;
+      if (n == "SUMCAST_PAYLOAD_BYTES") {
+        c->payload_bytes = u;
+        c->payload_explicit = true;
+      }
       if (n == "SUMCAST_SLOTS") c->slots = u;
       if (n == "SUMCAST_MULTICAST") c->multicast = u != 0;
       if (n == "SUMCAST_RTO_US") c->rto_us = u;

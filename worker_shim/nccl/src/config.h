@@ -30,6 +30,7 @@ struct PluginConfig {
   std::string token;                     // SUMCAST_TOKEN, or the first line of SUMCAST_TOKEN_FILE; default ""
   std::string bind_ip;                   // SUMCAST_BIND_IP: local IPv4 of the data socket; "": routed
   uint32_t payload_bytes = 1024;         // SUMCAST_PAYLOAD_BYTES: 8..4096
+  bool payload_explicit = false;         // SUMCAST_PAYLOAD_BYTES was set (else the path MTU decides)
   uint32_t slots = 0;                    // SUMCAST_SLOTS: window slots per appliance; 0: the appliance's
   bool multicast = false;                // SUMCAST_MULTICAST: 1 asks for results by multicast
   uint32_t rto_us = 5000;                // SUMCAST_RTO_US: first retransmission timeout

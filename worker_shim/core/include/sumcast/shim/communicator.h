@@ -117,7 +117,10 @@ struct CommConfig {
   std::string token;                         // the appliances' shared secret
   wire::Dtype dtype = wire::Dtype::kFp32;
   wire::ReduceOp op = wire::ReduceOp::kSum;
-  uint32_t payload_bytes = 1024;         // payload per packet wanted (the grant may be smaller), 8..4096
+  // Payload per packet wanted (the grant may be smaller), 8..4096. Left at the default (and
+  // payload_explicit false), the transport's path decides: UDP takes the largest RoCE payload
+  // (4096, 2048, 1024, ...) whose datagram fits the path MTU toward the appliance (1024 at 1500).
+  uint32_t payload_bytes = 1024;
   uint16_t slots = 0;                    // window slots wanted per appliance; 0: the appliance's default
   std::string bind_ip;                   // local IPv4; "": the address the kernel uses toward the first appliance
   uint16_t udp_port = 0;                 // local UDP port; 0: ephemeral
@@ -157,7 +160,8 @@ struct CommConfig {
   TransportKind transport = TransportKind::kUdp;
   std::string rdma_device;        // verbs: device name; "": the one whose GID table holds bind_ip
   std::string rdma_interface;     // verbs: network interface whose RoCEv2 GID to use (a VLAN's); "": any
-  bool payload_explicit = false;  // payload_bytes was chosen by the user (verbs: refused if the MTU is smaller)
+  bool payload_explicit = false;  // payload_bytes was chosen by the user (verbs: refused if the MTU is smaller;
+                                  // UDP: used as is, and a grant the path MTU cannot carry fails create())
   VerbsOps* verbs_ops = nullptr;  // verbs test seam (verbs_ops.h); nullptr: rdma-core
   // Test seam: when set, the communicator's transport is passed through this (a decorator that
   // drops, duplicates or reorders); the returned transport is used instead.

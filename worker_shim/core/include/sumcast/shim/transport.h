@@ -149,6 +149,9 @@ class Transport {
   virtual std::string describe() const = 0;
   // The largest payload one packet can carry on this transport's path.
   virtual uint32_t max_payload() const { return wire::kMaxPayloadBytes; }
+  // The IP MTU toward `dst_ip` (host order) from this transport's address; 0 when the transport
+  // does not know (verbs: max_payload() already follows the port's MTU).
+  virtual uint32_t path_mtu(uint32_t /*dst_ip*/) const { return 0; }
   // OK, or the error that made the transport unusable (sticky): the communicator then fails every
   // pending call with it instead of waiting for timeouts.
   virtual Status health() const { return {}; }

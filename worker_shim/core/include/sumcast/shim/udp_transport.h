@@ -32,6 +32,10 @@
 
 namespace sumcast::shim {
 
+// The largest RoCE payload (4096, 2048, 1024, 512 or 256 bytes, the RoCE path MTUs) whose datagram
+// with its IPv4 and UDP headers fits an IP MTU of `ip_mtu` bytes; 0 when none does.
+uint32_t udp_payload_for_mtu(uint32_t ip_mtu);
+
 struct UdpTransportOptions {
   uint32_t bind_ip = 0;               // host order; required (not 0.0.0.0: the ICRC covers it)
   uint16_t port = 0;                  // 0: an ephemeral port, see local_endpoint()
@@ -60,6 +64,7 @@ class UdpTransport final : public Transport {
   Status send(std::span<const OutPacket> packets) override;
   size_t receive(std::span<Received> out) override;
   int wait_fd() const override { return epoll_fd_ >= 0 ? epoll_fd_ : fd_; }
+  uint32_t path_mtu(uint32_t dst_ip) const override;
   const TransportCounters& counters() const override { return counters_; }
   std::string describe() const override;
 
