@@ -10,9 +10,12 @@
 # - conservation: what the workers sent is what the appliance took (contributions, duplicates of
 #   open rounds, retransmissions it answered), and what it sent (results, answers) is what the
 #   workers received.
-# So the only retransmissions left are stall probes (a round waiting for a late rank or a
-# descheduled appliance: counted as such, bounded here), none presumed lost, and no fast
-# retransmission. Takes ~10 s.
+# So nearly every retransmission is a stall probe (a round waiting for a late rank or a descheduled
+# appliance: counted as such, bounded here) and none is a fast retransmission. A few may be
+# presumed lost without a loss: an answered stall probe counts as evidence against the chunks sent
+# before it once an RTO passed without their answers, which a stall longer than that on 2 busy
+# CPUs allows; at most 1 per 1000 chunks here (the loss inference that took an answered probe as
+# evidence at once resent 2..3 per 1000 on an idle machine). Takes ~10 s.
 #
 # usage: drops_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR
 set -euo pipefail
@@ -47,13 +50,15 @@ for ((i = 0; i < WORLD; i++)); do
   [ "$ovfl" = "$(c rx_overflows)" ] || fail "rank $i: Udp RcvbufErrors $ovfl, the transport counted $(c rx_overflows)"
   [ "$(udp_snmp "w$i" SndbufErrors)" = 0 ] || fail "rank $i: Udp SndbufErrors $(udp_snmp "w$i" SndbufErrors)"
   retx=$(c retransmissions) probes=$(c stall_probes) chunks=$(c chunks)
-  [ "$retx" = "$probes" ] || fail "rank $i: $retx retransmissions, only $probes of them stall probes: a loss was presumed"
+  presumed=$((retx - probes))
+  [ "$presumed" -le $((chunks / 1000)) ] ||
+    fail "rank $i: $retx retransmissions, only $probes of them stall probes: $presumed losses presumed, none happened"
   [ "$(c fast_retransmissions)" = 0 ] || fail "rank $i: $(c fast_retransmissions) fast retransmissions"
   # Stall probes follow scheduling (2 busy CPUs): a few per call, never a window's worth per stall.
   [ "$probes" -le $((chunks / 100)) ] || fail "rank $i: $probes stall probes for $chunks chunks"
   sum_tx=$((sum_tx + $(c tx_packets)))
   sum_rx=$((sum_rx + $(c rx_packets)))
-  note "rank $i: $chunks chunks, $retx retransmissions (all stall probes), no drop"
+  note "rank $i: $chunks chunks, $retx retransmissions ($probes stall probes), no drop"
 done
 
 for dev in $(tb_exec sw ip -j link show | jq -r '.[].ifname' | grep -v '^lo$'); do
@@ -83,4 +88,4 @@ took=$(($(st contributions) + $(st duplicates) + $(st retransmits_answered)))
 sent=$(($(st results_sent) + $(st retransmits_answered)))
 [ "$sent" = "$sum_rx" ] || fail "the appliance sent $sent results and answers, the workers received $sum_rx"
 echo "PASS: $WORLD ranks exact; $sum_tx frames up and $sum_rx down, each accounted for, none dropped;" \
-  "retransmissions only stall probes ($(st retransmits_answered) answered)"
+  "retransmissions nearly all stall probes ($(st retransmits_answered) answered)"

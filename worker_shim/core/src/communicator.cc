@@ -121,6 +121,10 @@ struct Communicator::Appliance {
   uint32_t busy = 0;      // slots with a chunk outstanding
   uint64_t last_progress_ns = 0;
   uint64_t answered_tx_ns = 0;  // latest first transmission time among the chunks answered so far
+  // Latest last transmission among the answered chunks that were retransmitted, and when it was
+  // raised: evidence only after a grace of one RTO (see check_timers).
+  uint64_t retx_answered_tx_ns = 0;
+  uint64_t retx_answered_at_ns = 0;
   // Round-trip estimate (RFC 6298 style, Karn's rule: samples from chunks sent once only).
   bool have_rtt = false;
   uint64_t srtt_ns = 0;
@@ -637,9 +641,14 @@ void Communicator::on_received(uint64_t now) {
       if (sl.retries == 0) update_rto(a, now - sl.sent_ns);
       // Its first transmission: the answer to a retransmitted chunk may be the first one's (a stall
       // probe's round completes when the late rank's contribution arrives), so its last
-      // transmission proves nothing about the chunks sent before it; taking that one turned every
-      // answered stall probe into a window's worth of presumed losses, all spurious.
+      // transmission proves something about the chunks sent before it only if their answers do
+      // not follow within a grace (check_timers); taking it at once turned every answered stall
+      // probe into a window's worth of presumed losses, all spurious.
       a.answered_tx_ns = std::max(a.answered_tx_ns, sl.sent_ns);
+      if (sl.retries != 0 && sl.last_tx_ns > a.retx_answered_tx_ns) {
+        a.retx_answered_tx_ns = sl.last_tx_ns;
+        a.retx_answered_at_ns = now;
+      }
       sl.busy = false;
       sl.completed_once = true;
       sl.last_round = sl.round;
@@ -766,11 +775,18 @@ void Communicator::check_timers(uint64_t now) {
     // phase with them forever and never be resent, and when that chunk's contribution is the one
     // the appliance lacks, every rank keeps probing rounds that wait for it (a livelock seen with
     // six ranks on two loaded CPUs). The globally oldest outstanding round is every rank's oldest.
+    // Evidence of loss: a chunk answered whose transmission came after a chunk's last one. An
+    // answered first transmission counts at once. An answered retransmission counts one RTO after
+    // it arrived: if it owed its answer to its first transmission (a stall, not a loss), the
+    // answers of the chunks sent with that one follow by then; if they do not (results lost, as
+    // to a worker deaf to its group), they are resent together.
+    const uint64_t matured_at = a.retx_answered_at_ns + uint64_t{a.rto_us} * 1000;
+    const uint64_t evidence = now >= matured_at ? std::max(a.answered_tx_ns, a.retx_answered_tx_ns) : a.answered_tx_ns;
     const Slot* probe = nullptr;
     if (now >= a.next_probe_ns) {  // one probe per RTO, however many timers expire meanwhile
       bool expired = false;
       for (const Slot& sl : a.slots) {
-        if (!sl.busy || sl.held || a.answered_tx_ns > sl.last_tx_ns) continue;
+        if (!sl.busy || sl.held || evidence > sl.last_tx_ns) continue;
         expired = expired || sl.deadline_ns <= now;
         if (!probe || sl.g < probe->g) probe = &sl;
       }
@@ -779,7 +795,11 @@ void Communicator::check_timers(uint64_t now) {
     for (uint32_t s = 0; s < a.slot_count; ++s) {
       Slot& sl = a.slots[s];
       if (!sl.busy && !sl.held) continue;
-      if (sl.deadline_ns <= now && a.answered_tx_ns <= sl.last_tx_ns && &sl != probe) {
+      if (sl.deadline_ns <= now && evidence <= sl.last_tx_ns && &sl != probe && a.retx_answered_tx_ns > sl.last_tx_ns) {
+        next = std::min(next, matured_at);  // evidence pending: decide when it matures
+        continue;
+      }
+      if (sl.deadline_ns <= now && evidence <= sl.last_tx_ns && &sl != probe) {
         ++stats_.silent_backoffs;
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
@@ -794,8 +814,8 @@ void Communicator::check_timers(uint64_t now) {
         ++sl.retries;
         sl.fast_retried = false;
         ++stats_.retransmissions;
-        if (a.answered_tx_ns <= sl.last_tx_ns) ++stats_.stall_probes;  // nothing sent after it answered
-        if (a.probe_slot < 0) ++a.probes_unanswered;  // nothing completed here to probe with: resends must do
+        if (evidence <= sl.last_tx_ns) ++stats_.stall_probes;  // nothing sent after it answered
+        if (a.probe_slot < 0) ++a.probes_unanswered;           // nothing completed here to probe with: resends must do
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
         sl.last_tx_ns = now;
