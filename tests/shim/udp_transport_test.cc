@@ -395,6 +395,32 @@ TEST(UdpTransport, PayloadForMtuIsTheLargestRoceMtuThatFits) {
   EXPECT_EQ(udp_payload_for_mtu(t->path_mtu(kLoopback)), 4096u);
 }
 
+// Busy polling is off unless asked for; asked for, the socket carries it; out of range, refused.
+TEST(UdpTransport, BusyPollIsASocketOptionWhenAskedFor) {
+  const auto busy_poll = [](const UdpTransport& t) {
+    int v = -1;
+    socklen_t len = sizeof(v);
+    EXPECT_EQ(getsockopt(t.wait_fd(), SOL_SOCKET, SO_BUSY_POLL, &v, &len), 0);
+    return v;
+  };
+  auto off = open_transport();
+  ASSERT_TRUE(off);
+  EXPECT_EQ(busy_poll(*off), 0);
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  o.busy_poll_us = 50;
+  auto on = UdpTransport::open(o);
+  if (!on.ok() && on.status().message().find("SO_BUSY_POLL") != std::string::npos) {
+    GTEST_SKIP() << "skipped: this kernel refuses SO_BUSY_POLL here: " << on.status().to_string();
+  }
+  ASSERT_TRUE(on.ok()) << on.status().to_string();
+  EXPECT_EQ(busy_poll(**on), 50);
+  o.busy_poll_us = 1'000'001;
+  auto bad = UdpTransport::open(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("busy_poll_us"), std::string::npos) << bad.status().to_string();
+}
+
 // With verify_icrc off, a corrupted ICRC passes (for captures of NICs that compute it wrong).
 TEST(UdpTransport, IcrcCheckCanBeTurnedOff) {
   UdpTransportOptions o;

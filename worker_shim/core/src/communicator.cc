@@ -288,6 +288,7 @@ Status Communicator::init() {
   tc.udp_port = c.udp_port;
   tc.verify_icrc = c.verify_icrc;
   tc.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
+  tc.busy_poll_us = c.busy_poll_us;
   tc.rdma_device = c.rdma_device;
   tc.rdma_interface = c.rdma_interface;
   tc.max_payload = c.payload_bytes;

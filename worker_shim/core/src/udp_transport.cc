@@ -54,6 +54,21 @@ RxControl received_control(msghdr& h) {
   return rc;
 }
 
+// SO_BUSY_POLL (and SO_PREFER_BUSY_POLL, best effort: kernels before 5.11 lack it) on `fd`.
+Status set_busy_poll(int fd, uint32_t us) {
+  if (us == 0) return {};
+  const int v = static_cast<int>(us), one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &v, sizeof(v)) != 0) {
+    return Status::from_errno("setsockopt(SO_BUSY_POLL, " + std::to_string(us) + " us)");
+  }
+#ifdef SO_PREFER_BUSY_POLL
+  (void)setsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one));
+#else
+  (void)one;
+#endif
+  return {};
+}
+
 // SO_RXQ_OVFL: every datagram then tells how many the socket dropped so far (best effort: without
 // it the namespace's Udp RcvbufErrors still counts them).
 void ask_drop_counts(int fd) {
@@ -88,6 +103,10 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   if (options.bind_ip == 0) {
     return Status::invalid_argument("UDP transport needs a specific local IPv4 address (the ICRC covers it)");
   }
+  if (options.busy_poll_us > 1'000'000) {
+    return Status::invalid_argument("UDP transport busy_poll_us must be 0..1000000, got " +
+                                    std::to_string(options.busy_poll_us));
+  }
   if (options.batch == 0 || options.batch > 1024) {
     return Status::invalid_argument("UDP transport batch must be 1..1024, got " + std::to_string(options.batch));
   }
@@ -113,6 +132,7 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   t->counters_.rx_buffer_bytes = set_buffer(t->fd_, SO_RCVBUFFORCE, SO_RCVBUF, options.socket_buffer_bytes);
   t->counters_.tx_buffer_bytes = set_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
   ask_drop_counts(t->fd_);
+  SUMCAST_RETURN_IF_ERROR(set_busy_poll(t->fd_, options.busy_poll_us));
   sockaddr_in me{};
   me.sin_family = AF_INET;
   me.sin_port = htons(options.port);
@@ -189,6 +209,10 @@ Status UdpTransport::join(uint32_t group) {
   }
   (void)set_buffer(g.fd, SO_RCVBUFFORCE, SO_RCVBUF, options_.socket_buffer_bytes);
   ask_drop_counts(g.fd);
+  if (Status st = set_busy_poll(g.fd, options_.busy_poll_us); !st.ok()) {
+    close(g.fd);
+    return st.with_context(what + ": ");
+  }
   sockaddr_in at{};
   at.sin_family = AF_INET;
   at.sin_port = htons(wire::kRoceUdpPort);

@@ -250,6 +250,7 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.multicast = config_.multicast;
   cc.bind_ip = bind_ip_;
   cc.rto_initial_us = config_.rto_us;
+  cc.busy_poll_us = config_.busy_poll_us;
   cc.rto_max_us = std::max<uint32_t>(config_.rto_us, 200000);
   cc.cnp_reaction = config_.cnp_reaction;
   cc.window_cut_percent = config_.window_cut;

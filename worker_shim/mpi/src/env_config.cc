@@ -91,7 +91,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 29> kTable = {{
+constexpr std::array<EnvVar, 30> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -178,6 +178,13 @@ constexpr std::array<EnvVar, 29> kTable = {{
      true, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.multicast = b; }); }},
     {"SUMCAST_MPI_RTO_US", EnvType::kUint, "5000", "first retransmission timeout of a packet, microseconds", false,
      [](MpiConfig& c, std::string_view v) { return set_u32(v, 100, 10'000'000, [&](uint32_t n) { c.rto_us = n; }); }},
+    {"SUMCAST_MPI_BUSY_POLL_US", EnvType::kUint, "0",
+     "SO_BUSY_POLL of the data sockets, microseconds (0..1000000; 0: off): a receive that finds nothing polls the "
+     "device queue this long first",
+     false,
+     [](MpiConfig& c, std::string_view v) {
+       return set_u32(v, 0, 1'000'000, [&](uint32_t n) { c.busy_poll_us = n; });
+     }},
     {"SUMCAST_MPI_CNP_REACTION", EnvType::kBool, "1",
      "a CNP from an appliance (its network marked our packets CE) cuts the window of packets in flight toward it",
      false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.cnp_reaction = b; }); }},

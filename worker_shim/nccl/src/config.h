@@ -34,6 +34,7 @@ struct PluginConfig {
   uint32_t slots = 0;                    // SUMCAST_SLOTS: window slots per appliance; 0: the appliance's
   bool multicast = false;                // SUMCAST_MULTICAST: 1 asks for results by multicast
   uint32_t rto_us = 5000;                // SUMCAST_RTO_US: first retransmission timeout
+  uint32_t busy_poll_us = 0;             // SUMCAST_BUSY_POLL_US: SO_BUSY_POLL of the data sockets (0: off)
   bool cnp_reaction = true;              // SUMCAST_CNP_REACTION: CNPs cut the window (shim/communicator.h)
   uint32_t window_cut_percent = 50;      // SUMCAST_WINDOW_CUT: percent of the window a CNP leaves, 1..99
   uint32_t window_step = 1;              // SUMCAST_WINDOW_STEP: slots regrown per window of clean results

@@ -46,6 +46,10 @@ struct UdpTransportOptions {
   uint32_t send_wait_ms = 10;         // when the socket buffer is full, wait this long for room
   uint8_t tos = 0;                    // IP_TOS of every datagram: DSCP << 2 | ECN (the ICRC masks it)
   bool recv_ecn = false;              // IP_RECVTOS: flag results that arrive marked CE (Received::ce)
+  // SO_BUSY_POLL on every socket: a receive that finds nothing polls the device queue this long
+  // first (and SO_PREFER_BUSY_POLL where the kernel has it). 0: off. A kernel that refuses it
+  // (raising it may need CAP_NET_ADMIN) fails open() naming the cause.
+  uint32_t busy_poll_us = 0;
 };
 
 class UdpTransport final : public Transport {
