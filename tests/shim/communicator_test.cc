@@ -101,6 +101,28 @@ TEST(Communicator, SixtyFourMebibyteFp32IsExact) {
   for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
 }
 
+// A default payload follows the path MTU (loopback: 4096, as much as the service grants); one the
+// user chose is asked for as is, even when it equals the default.
+TEST(Communicator, DefaultPayloadFollowsThePathMtuAndAChosenOneWins) {
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  for (const bool chosen : {false, true}) {
+    std::vector<uint32_t> granted(2);
+    run_ranks(2, [&](int rank) {
+      CommConfig c = base_config({service.get()}, chosen ? "payload-chosen" : "payload-default",
+                                 static_cast<uint16_t>(rank), 2, wire::Dtype::kFp32);
+      c.payload_explicit = chosen;  // payload_bytes stays 1024, the default
+      auto comm = Communicator::create(c);
+      ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+      granted[static_cast<size_t>(rank)] = (*comm)->appliances()[0].grant.payload_bytes;
+      std::vector<float> buf(5000, 1.0f);
+      ASSERT_TRUE((*comm)->allreduce(buf.data(), buf.data(), buf.size()).ok());
+      EXPECT_EQ(buf[4999], 2.0f);
+    });
+    for (const uint32_t g : granted) EXPECT_EQ(g, chosen ? 1024u : 4096u) << (chosen ? "chosen" : "default");
+  }
+}
+
 // Min and max reach the appliance's kernels through the same path.
 TEST(Communicator, MinAndMaxAreExact) {
   constexpr int kWorld = 3;

@@ -335,6 +335,92 @@ TEST(UdpTransport, ResultsMarkedCeAreFlaggedWithRecvEcn) {
   EXPECT_EQ((*t)->counters().results, 4u);
 }
 
+// A receive buffer too small for a burst: the kernel drops the overflow, and SO_RXQ_OVFL tells the
+// transport how many with the next datagram that arrives, so every datagram sent is either
+// received or counted in rx_overflows.
+TEST(UdpTransport, DatagramsDroppedForWantOfReceiveBufferAreCounted) {
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  o.socket_buffer_bytes = 1;  // the kernel's minimum: a few datagrams
+  auto t = UdpTransport::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_GT((*t)->counters().rx_buffer_bytes, 0u);
+  EXPECT_LT((*t)->counters().rx_buffer_bytes, 64u * 1024) << "the minimum buffer was not granted";
+  EXPECT_GT((*t)->counters().tx_buffer_bytes, 0u);
+  Appliance app;
+  ASSERT_TRUE((*t)->add_peer(peer_of(app)).ok());
+  const Endpoint me = (*t)->local_endpoint();
+  const auto b = app.result(me, result_header(1), me.qpn, kQkey, std::vector<uint8_t>(16, 1));
+  constexpr uint64_t kBurst = 200;
+  for (uint64_t i = 0; i < kBurst; ++i) app.send_to(me, b);
+  std::vector<Received> buf(64);
+  const auto drain = [&](uint64_t total) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((*t)->counters().rx_packets + (*t)->counters().rx_overflows < total &&
+           std::chrono::steady_clock::now() < deadline) {
+      pollfd p{(*t)->wait_fd(), POLLIN, 0};
+      (void)poll(&p, 1, 100);
+      (void)(*t)->receive(buf);
+    }
+  };
+  drain(1);  // what fit in the buffer
+  const uint64_t first = (*t)->counters().rx_packets;
+  EXPECT_GT(first, 0u);
+  EXPECT_LT(first, kBurst) << "the burst fit: nothing to count";
+  app.send_to(me, b);  // the datagram after the drops reports the socket's count
+  drain(kBurst + 1);
+  const TransportCounters& c = (*t)->counters();
+  EXPECT_GT(c.rx_overflows, 0u);
+  EXPECT_EQ(c.rx_packets + c.rx_overflows, kBurst + 1)
+      << "received " << c.rx_packets << ", counted dropped " << c.rx_overflows;
+  EXPECT_EQ(c.results, c.rx_packets);
+}
+
+// The default payload follows the path MTU: the largest RoCE payload whose datagram (BTH..ICRC,
+// plus 28 bytes of IPv4 and UDP) fits.
+TEST(UdpTransport, PayloadForMtuIsTheLargestRoceMtuThatFits) {
+  EXPECT_EQ(udp_payload_for_mtu(1500), 1024u);
+  EXPECT_EQ(udp_payload_for_mtu(9000), 4096u);
+  const uint32_t fit4096 = static_cast<uint32_t>(wire::roce_len(4096) + 28);
+  EXPECT_EQ(fit4096, 4180u) << "docs/agg.conf.md's port.mtu for 4096-byte payloads";
+  EXPECT_EQ(udp_payload_for_mtu(fit4096), 4096u);
+  EXPECT_EQ(udp_payload_for_mtu(fit4096 - 1), 2048u);
+  EXPECT_EQ(udp_payload_for_mtu(static_cast<uint32_t>(wire::roce_len(2048) + 28)), 2048u);
+  EXPECT_EQ(udp_payload_for_mtu(static_cast<uint32_t>(wire::roce_len(1024) + 27)), 512u);
+  EXPECT_EQ(udp_payload_for_mtu(576), 256u);
+  EXPECT_EQ(udp_payload_for_mtu(300), 0u);
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  EXPECT_GE(t->path_mtu(kLoopback), 65535u) << "loopback's MTU (IP_MTU caps it at 65535)";
+  EXPECT_EQ(udp_payload_for_mtu(t->path_mtu(kLoopback)), 4096u);
+}
+
+// Busy polling is off unless asked for; asked for, the socket carries it; out of range, refused.
+TEST(UdpTransport, BusyPollIsASocketOptionWhenAskedFor) {
+  const auto busy_poll = [](const UdpTransport& t) {
+    int v = -1;
+    socklen_t len = sizeof(v);
+    EXPECT_EQ(getsockopt(t.wait_fd(), SOL_SOCKET, SO_BUSY_POLL, &v, &len), 0);
+    return v;
+  };
+  auto off = open_transport();
+  ASSERT_TRUE(off);
+  EXPECT_EQ(busy_poll(*off), 0);
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  o.busy_poll_us = 50;
+  auto on = UdpTransport::open(o);
+  if (!on.ok() && on.status().message().find("SO_BUSY_POLL") != std::string::npos) {
+    GTEST_SKIP() << "skipped: this kernel refuses SO_BUSY_POLL here: " << on.status().to_string();
+  }
+  ASSERT_TRUE(on.ok()) << on.status().to_string();
+  EXPECT_EQ(busy_poll(**on), 50);
+  o.busy_poll_us = 1'000'001;
+  auto bad = UdpTransport::open(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("busy_poll_us"), std::string::npos) << bad.status().to_string();
+}
+
 // With verify_icrc off, a corrupted ICRC passes (for captures of NICs that compute it wrong).
 TEST(UdpTransport, IcrcCheckCanBeTurnedOff) {
   UdpTransportOptions o;

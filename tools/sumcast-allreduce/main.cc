@@ -109,6 +109,7 @@ struct Options {
   bool payload_explicit = false;
   uint32_t slots = 0;
   uint32_t rto_us = 5000;
+  uint32_t busy_poll_us = 0;
   uint32_t retries = 100;
   uint32_t op_timeout_ms = 30000;
   CommConfig::Failover failover = CommConfig::Failover::kAuto;
@@ -282,7 +283,8 @@ int parse_args(int argc, char** argv, Options* o) {
            o->payload = v;
            o->payload_explicit = true;
          },
-         "payload bytes per packet wanted (default 1024; verbs: the port's MTU less the 32-byte header)")
+         "payload bytes per packet wanted (default: UDP the largest RoCE payload the path MTU carries, 1024 at "
+         "1500; verbs the port's MTU less the 32-byte header)")
       ->check(CLI::Range(2, 4096))
       ->type_name("B");
   app.add_option("--slots", o->slots, "window slots (0 = default)")->check(CLI::Range(0, 65535))->type_name("S");
@@ -313,6 +315,9 @@ int parse_args(int argc, char** argv, Options* o) {
       ->type_name("N");
   app.add_option("--window-cut-interval-us", o->window_cut_us, "at most one cut per U us (0: per smoothed RTT)")
       ->check(CLI::Range(0, 60000000))
+      ->type_name("U");
+  app.add_option("--busy-poll-us", o->busy_poll_us, "UDP: SO_BUSY_POLL of the data sockets (0: off)")
+      ->check(CLI::Range(0, 1000000))
       ->type_name("U");
   app.add_option("--rto-us", o->rto_us, "retransmission timeout")->check(CLI::Range(1, 100000000))->type_name("U");
   app.add_option("--retries", o->retries, "retransmissions per packet")->check(CLI::Range(0, 1000000000));
@@ -937,6 +942,7 @@ int main(int argc, char** argv) {
   base.slots = static_cast<uint16_t>(o.slots);
   base.bind_ip = o.bind_ip;
   base.rto_initial_us = o.rto_us;
+  base.busy_poll_us = o.busy_poll_us;
   base.rto_max_us = std::max<uint32_t>(o.rto_us, 200000);
   base.retries = o.retries;
   base.op_timeout_ms = o.op_timeout_ms;

@@ -2,7 +2,9 @@
 # network namespaces on one machine, so end-to-end tests need no second host and no NIC. Source it, then:
 #   tb_up N [RATE]    appliance namespace + N worker namespaces on one L2 "switch" (a bridge in
 #                     its own namespace); RATE (e.g. 200mbit) shapes every worker link with tbf in
-#                     both directions and the appliance's data link to N x RATE.
+#                     both directions and the appliance's data link to N x RATE. TB_MTU (default
+#                     1500; e.g. 9000 for jumbo frames) is the MTU of every link, both ends
+#                     (tb_add_node's too); tb_agg_conf follows it (below).
 #   tb_add_node NAME IP [RATE]  one more host on the switch (scale-out aggregation nodes)
 #   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables
 #                     (on the routed bed: of the RoCEv2 frames the router forwards, counted).
@@ -28,6 +30,12 @@ TB_APP_MGMT_IF=m0
 TB_WORKER_IF=e0
 TB_N=0
 TB_WORKER_IP=()
+TB_MTU=${TB_MTU:-1500}
+
+# _tb_mtu NS DEV: TB_MTU on a link end (veths take up to 65535; the bridge follows its ports).
+_tb_mtu() {
+  [ "$TB_MTU" = 1500 ] || ip netns exec "$1" ip link set "$2" mtu "$TB_MTU"
+}
 
 tb_ns() { printf '%s-%s' "$TB_PREFIX" "$1"; }
 tb_exec() { local ns; ns=$(tb_ns "$1"); shift; ip netns exec "$ns" "$@"; }
@@ -69,6 +77,10 @@ tb_up() {
   # Appliance data link (no IP: sumcastd owns it) and management link (kernel TCP for control).
   ip link add "$TB_APP_DATA_IF" netns "$(tb_ns app)" type veth peer name pd netns "$(tb_ns sw)"
   ip link add "$TB_APP_MGMT_IF" netns "$(tb_ns app)" type veth peer name pm netns "$(tb_ns sw)"
+  _tb_mtu "$(tb_ns app)" "$TB_APP_DATA_IF"
+  _tb_mtu "$(tb_ns app)" "$TB_APP_MGMT_IF"
+  _tb_mtu "$(tb_ns sw)" pd
+  _tb_mtu "$(tb_ns sw)" pm
   tb_exec app ip link set "$TB_APP_DATA_IF" up
   tb_exec app ip addr add "$TB_MGMT_IP/24" dev "$TB_APP_MGMT_IF"
   tb_exec app ip link set "$TB_APP_MGMT_IF" up
@@ -84,6 +96,8 @@ tb_up() {
     ip netns add "$(tb_ns w$i)" || return 1
     _tb_no_ipv6 "w$i"
     ip link add "$TB_WORKER_IF" netns "$(tb_ns w$i)" type veth peer name "p$i" netns "$(tb_ns sw)"
+    _tb_mtu "$(tb_ns w$i)" "$TB_WORKER_IF"
+    _tb_mtu "$(tb_ns sw)" "p$i"
     TB_WORKER_IP[$i]=$TB_SUBNET.$((10 + i))
     tb_exec "w$i" ip link set lo up
     tb_exec "w$i" ip addr add "${TB_WORKER_IP[$i]}/24" dev "$TB_WORKER_IF"
@@ -109,6 +123,8 @@ tb_add_node() {
   local name=$1 addr=$2 rate=${3:-}
   ip netns add "$(tb_ns "$name")" || return 1
   ip link add "$TB_WORKER_IF" netns "$(tb_ns "$name")" type veth peer name "p$name" netns "$(tb_ns sw)"
+  _tb_mtu "$(tb_ns "$name")" "$TB_WORKER_IF"
+  _tb_mtu "$(tb_ns sw)" "p$name"
   tb_exec "$name" ip link set lo up
   tb_exec "$name" ip addr add "$addr/24" dev "$TB_WORKER_IF"
   tb_exec "$name" ip link set "$TB_WORKER_IF" up
@@ -241,11 +257,20 @@ tb_down() {
 
 # tb_agg_conf FILE TOKEN_FILE [PMD] [extra dataplane settings]; TB_PORT_EXTRA: extra port settings
 # (on the routed bed: the subnet and the gateway or routes).
-# Writes an agg.conf for sumcastd on this test bed's appliance data veth. PMD: af_packet (default)
-# or af_xdp (with TB_XDP_PROG set: xdp_prog=$TB_XDP_PROG). The control plane listens on the management
-# address.
+# Writes an agg.conf for sumcastd on this test bed's appliance data veth. PMD: af_packet (default),
+# af_xdp (with TB_XDP_PROG set: xdp_prog=$TB_XDP_PROG) or pcap (libpcap on the veth). The control
+# plane listens on the management address. port.mtu is TB_MTU, dataplane.max_payload_bytes the
+# largest RoCE payload (1024, 2048, 4096) it carries (port.mtu >= payload + 84, docs/agg.conf.md).
+# DPDK 22.11's net_af_packet takes no MTU above 1500 (its max_rx_pktlen is fixed at 1518, whatever
+# its framesz=) and net_af_xdp none above 3542: a jumbo bed's appliance runs on net_pcap, and this
+# refuses the others above what they take.
 tb_agg_conf() {
-  local file=$1 token=$2 pmd=${3:-af_packet} extra=${4:-}
+  local file=$1 token=$2 pmd=${3:-af_packet} extra=${4:-} payload=1024
+  case $pmd in
+    af_packet) [ "$TB_MTU" -le 1500 ] || { echo "testbed: net_af_packet takes no MTU above 1500 (TB_MTU $TB_MTU): use pcap" >&2; return 1; } ;;
+    af_xdp) [ "$TB_MTU" -le 3542 ] || { echo "testbed: net_af_xdp takes no MTU above 3542 (TB_MTU $TB_MTU): use pcap" >&2; return 1; } ;;
+  esac
+  if [ "$TB_MTU" -ge 4180 ]; then payload=4096; elif [ "$TB_MTU" -ge 2132 ]; then payload=2048; fi
   local vdev="net_${pmd}0,iface=$TB_APP_DATA_IF"
   [ "$pmd" = af_xdp ] && vdev="net_af_xdp0,iface=$TB_APP_DATA_IF,start_queue=0,queue_count=1"
   # TB_XDP_PROG: the Sumcast XDP program (nic_offload/xdp, sumcast_xdp.o) for the af_xdp PMD to load.
@@ -262,13 +287,13 @@ eal = {
 port = {
   device = "net_${pmd}0";
   ipv4 = "$TB_APP_IP";
-  mtu = 1500;
+  mtu = $TB_MTU;
   ${TB_PORT_EXTRA:-}
 };
 dataplane = {
   worker_cores = 1;
   slots_per_job = 64;
-  max_payload_bytes = 1024;
+  max_payload_bytes = $payload;
   $extra
 };
 control = {

@@ -98,6 +98,33 @@ Result<uint32_t> source_ip_toward(uint32_t dst) {
   return ntohl(me.sin_addr.s_addr);
 }
 
+Result<uint32_t> path_mtu_toward(uint32_t src, uint32_t dst) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::from_errno("socket(AF_INET, SOCK_DGRAM)");
+  auto fail = [fd](const std::string& what) {
+    const int err = errno;
+    close(fd);
+    return Status::from_errno(what, err);
+  };
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  me.sin_addr.s_addr = htonl(src);
+  if (src != 0 && bind(fd, reinterpret_cast<const sockaddr*>(&me), sizeof(me)) != 0) {
+    return fail("bind " + format_ipv4(src));
+  }
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(9);
+  to.sin_addr.s_addr = htonl(dst);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0)
+    return fail("no route to " + format_ipv4(dst));
+  int mtu = 0;
+  socklen_t len = sizeof(mtu);
+  if (getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) != 0) return fail("getsockopt(IP_MTU)");
+  close(fd);
+  return static_cast<uint32_t>(mtu);
+}
+
 void mac_of_local_ip(uint32_t ip, uint8_t mac[6]) {
   std::memset(mac, 0, 6);
   ifaddrs* list = nullptr;

@@ -14,6 +14,7 @@
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/placement.h"
 #include "sumcast/shim/transport_factory.h"
+#include "sumcast/shim/udp_transport.h"
 
 namespace sumcast::shim {
 namespace {
@@ -25,6 +26,9 @@ constexpr int kRxBatchesPerRound = 16;              // receive batches drained b
 constexpr uint64_t kRootCauseWaitNs = 300'000'000;  // how long a secondary abort waits for the primary one
 constexpr size_t kMaxJobNameLen = 64;
 constexpr int kLivenessProbesBeforeLost = 2;  // unanswered liveness probes before silence means lost
+
+// The user chose payload_bytes (a default one follows the path's MTU).
+bool payload_chosen(const CommConfig& c) { return c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes; }
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
@@ -116,7 +120,11 @@ struct Communicator::Appliance {
   uint64_t assigned = 0;  // chunk indices [0, assigned) belong to calls already started
   uint32_t busy = 0;      // slots with a chunk outstanding
   uint64_t last_progress_ns = 0;
-  uint64_t answered_tx_ns = 0;  // latest transmission time among the chunks answered so far
+  uint64_t answered_tx_ns = 0;  // latest first transmission time among the chunks answered so far
+  // Latest last transmission among the answered chunks that were retransmitted, and when it was
+  // raised: evidence only after a grace of one RTO (see check_timers).
+  uint64_t retx_answered_tx_ns = 0;
+  uint64_t retx_answered_at_ns = 0;
   // Round-trip estimate (RFC 6298 style, Karn's rule: samples from chunks sent once only).
   bool have_rtt = false;
   uint64_t srtt_ns = 0;
@@ -280,10 +288,11 @@ Status Communicator::init() {
   tc.udp_port = c.udp_port;
   tc.verify_icrc = c.verify_icrc;
   tc.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
+  tc.busy_poll_us = c.busy_poll_us;
   tc.rdma_device = c.rdma_device;
   tc.rdma_interface = c.rdma_interface;
   tc.max_payload = c.payload_bytes;
-  tc.payload_explicit = c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes;
+  tc.payload_explicit = payload_chosen(c);
   tc.verbs_ops = c.verbs_ops;
   auto opened = open_transport(tc);
   if (!opened.ok()) return opened.status();
@@ -343,8 +352,14 @@ Status Communicator::register_job(Appliance& a, const std::string& job_name, uin
   req.rank = c.rank;
   req.dtype = c.dtype;
   req.op = c.op;
-  // What the path carries (the verbs transport clamps a default payload to its port's MTU).
-  req.max_payload_bytes = static_cast<uint16_t>(std::min<uint32_t>(payload, transport_->max_payload()));
+  // What the path carries (the verbs transport clamps a default payload to its port's MTU). A
+  // default payload over UDP is the largest RoCE payload the path MTU toward the appliance carries
+  // (its control address: the data address comes with the grant, checked below); the grant is
+  // the smallest any rank asked for, so ranks on different paths still chunk alike.
+  uint32_t want = payload;
+  const uint32_t control_mtu = payload_chosen(c) ? 0 : transport_->path_mtu(a.control_addr.ip);
+  if (control_mtu != 0 && udp_payload_for_mtu(control_mtu) != 0) want = udp_payload_for_mtu(control_mtu);
+  req.max_payload_bytes = static_cast<uint16_t>(std::min<uint32_t>(want, transport_->max_payload()));
   req.slots = slots;
   req.endpoint = me;
   req.deterministic = c.deterministic;
@@ -371,6 +386,13 @@ Status Communicator::register_job(Appliance& a, const std::string& job_name, uin
   }
   PeerSpec ps;
   ps.ip = g.appliance.ip != 0 ? g.appliance.ip : a.control_addr.ip;
+  // Every datagram leaves with DF set: one larger than the path MTU would be dropped, every time.
+  if (const uint32_t mtu = transport_->path_mtu(ps.ip); mtu != 0 && wire::roce_len(g.payload_bytes) + 28 > mtu) {
+    return Status::invalid_argument("appliance " + a.address + " granted " + std::to_string(g.payload_bytes) +
+                                    "-byte payloads: their " + std::to_string(wire::roce_len(g.payload_bytes) + 28) +
+                                    "-byte datagrams exceed the path MTU " + std::to_string(mtu) + " toward " +
+                                    format_ipv4(ps.ip) + " (ask for a smaller payload)");
+  }
   ps.udp_port = g.appliance.udp_port != 0 ? g.appliance.udp_port : wire::kRoceUdpPort;
   std::memcpy(ps.mac, g.appliance.mac, 6);
   ps.job_id = g.job_id;
@@ -618,7 +640,16 @@ void Communicator::on_received(uint64_t now) {
       }
       std::memcpy(sl.op->recv + sl.elem_offset * elem_size_, r.payload, r.payload_len);
       if (sl.retries == 0) update_rto(a, now - sl.sent_ns);
-      a.answered_tx_ns = std::max(a.answered_tx_ns, sl.last_tx_ns);
+      // Its first transmission: the answer to a retransmitted chunk may be the first one's (a stall
+      // probe's round completes when the late rank's contribution arrives), so its last
+      // transmission proves something about the chunks sent before it only if their answers do
+      // not follow within a grace (check_timers); taking it at once turned every answered stall
+      // probe into a window's worth of presumed losses, all spurious.
+      a.answered_tx_ns = std::max(a.answered_tx_ns, sl.sent_ns);
+      if (sl.retries != 0 && sl.last_tx_ns > a.retx_answered_tx_ns) {
+        a.retx_answered_tx_ns = sl.last_tx_ns;
+        a.retx_answered_at_ns = now;
+      }
       sl.busy = false;
       sl.completed_once = true;
       sl.last_round = sl.round;
@@ -745,11 +776,18 @@ void Communicator::check_timers(uint64_t now) {
     // phase with them forever and never be resent, and when that chunk's contribution is the one
     // the appliance lacks, every rank keeps probing rounds that wait for it (a livelock seen with
     // six ranks on two loaded CPUs). The globally oldest outstanding round is every rank's oldest.
+    // Evidence of loss: a chunk answered whose transmission came after a chunk's last one. An
+    // answered first transmission counts at once. An answered retransmission counts one RTO after
+    // it arrived: if it owed its answer to its first transmission (a stall, not a loss), the
+    // answers of the chunks sent with that one follow by then; if they do not (results lost, as
+    // to a worker deaf to its group), they are resent together.
+    const uint64_t matured_at = a.retx_answered_at_ns + uint64_t{a.rto_us} * 1000;
+    const uint64_t evidence = now >= matured_at ? std::max(a.answered_tx_ns, a.retx_answered_tx_ns) : a.answered_tx_ns;
     const Slot* probe = nullptr;
     if (now >= a.next_probe_ns) {  // one probe per RTO, however many timers expire meanwhile
       bool expired = false;
       for (const Slot& sl : a.slots) {
-        if (!sl.busy || sl.held || a.answered_tx_ns > sl.last_tx_ns) continue;
+        if (!sl.busy || sl.held || evidence > sl.last_tx_ns) continue;
         expired = expired || sl.deadline_ns <= now;
         if (!probe || sl.g < probe->g) probe = &sl;
       }
@@ -758,7 +796,11 @@ void Communicator::check_timers(uint64_t now) {
     for (uint32_t s = 0; s < a.slot_count; ++s) {
       Slot& sl = a.slots[s];
       if (!sl.busy && !sl.held) continue;
-      if (sl.deadline_ns <= now && a.answered_tx_ns <= sl.last_tx_ns && &sl != probe) {
+      if (sl.deadline_ns <= now && evidence <= sl.last_tx_ns && &sl != probe && a.retx_answered_tx_ns > sl.last_tx_ns) {
+        next = std::min(next, matured_at);  // evidence pending: decide when it matures
+        continue;
+      }
+      if (sl.deadline_ns <= now && evidence <= sl.last_tx_ns && &sl != probe) {
         ++stats_.silent_backoffs;
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
@@ -773,7 +815,8 @@ void Communicator::check_timers(uint64_t now) {
         ++sl.retries;
         sl.fast_retried = false;
         ++stats_.retransmissions;
-        if (a.probe_slot < 0) ++a.probes_unanswered;  // nothing completed here to probe with: resends must do
+        if (evidence <= sl.last_tx_ns) ++stats_.stall_probes;  // nothing sent after it answered
+        if (a.probe_slot < 0) ++a.probes_unanswered;           // nothing completed here to probe with: resends must do
         sl.rto_us = std::min(sl.rto_us * 2, config_.rto_max_us);
         sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
         sl.last_tx_ns = now;
@@ -1276,10 +1319,12 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"retransmissions", s.retransmissions},
       {"fast_retransmissions", s.fast_retransmissions},
       {"silent_backoffs", s.silent_backoffs},
+      {"stall_probes", s.stall_probes},
       {"spurious_retransmissions", s.spurious_retransmissions},
       {"results", s.results},
       {"duplicates", s.duplicates},
       {"rto_us", apps_.empty() ? 0 : apps_[0]->rto_us},
+      {"payload_bytes", infos_.empty() ? 0 : infos_[0].grant.payload_bytes},  // the first appliance's grant
       {"cnps_received", s.transport.cnps},
       {"rx_ce_results", s.transport.ce_results},
       {"window_cuts", s.window_cuts},
@@ -1289,8 +1334,14 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"tx_packets", s.transport.tx_packets},
       {"tx_bytes", s.transport.tx_bytes},
       {"tx_dropped", s.transport.tx_dropped},
+      {"tx_partial", s.transport.tx_partial},
+      {"tx_eagain", s.transport.tx_eagain},
+      {"tx_enobufs", s.transport.tx_enobufs},
+      {"tx_buffer_bytes", s.transport.tx_buffer_bytes},
       {"rx_packets", s.transport.rx_packets},
       {"rx_bytes", s.transport.rx_bytes},
+      {"rx_overflows", s.transport.rx_overflows},
+      {"rx_buffer_bytes", s.transport.rx_buffer_bytes},
       {"rx_results", s.transport.results},
       {"rx_group_results", s.transport.group_results},
       {"multicast", static_cast<uint64_t>(std::count_if(infos_.begin(), infos_.end(),

@@ -24,6 +24,7 @@ Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& c) {
       o.verify_icrc = c.verify_icrc;
       o.tos = c.tos;
       o.recv_ecn = c.recv_ecn;
+      o.busy_poll_us = c.busy_poll_us;
       return as_transport(UdpTransport::open(o));
     }
     case TransportKind::kVerbs: {

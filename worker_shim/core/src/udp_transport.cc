@@ -17,25 +17,79 @@ namespace {
 
 // A received datagram is at most BTH..ICRC of the largest payload; one more byte detects larger.
 constexpr size_t kRxBufLen = wire::roce_len(wire::kMaxPayloadBytes) + 64;
-constexpr size_t kCmsgWords = (CMSG_SPACE(sizeof(int)) + 7) / 8;  // an IP_TOS control message
+// Control messages per datagram: IP_TOS (with recv_ecn) and SO_RXQ_OVFL (the socket's drop count).
+constexpr size_t kCmsgWords = (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + 7) / 8;
 constexpr uint8_t kEcnCe = 0x03;
 
-void set_buffer(int fd, int force_opt, int opt, int bytes) {
+// Sets SO_RCVBUF or SO_SNDBUF (forced when privileged; otherwise capped by net.core.rmem_max or
+// wmem_max) and returns what the kernel granted.
+uint64_t set_buffer(int fd, int force_opt, int opt, int bytes) {
   if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) != 0) {
-    (void)setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));  // best effort, capped by rmem_max
+    (void)setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));  // best effort
   }
+  int granted = 0;
+  socklen_t len = sizeof(granted);
+  return getsockopt(fd, SOL_SOCKET, opt, &granted, &len) == 0 && granted > 0 ? static_cast<uint64_t>(granted) : 0;
 }
 
-// The ECN field of a datagram received with IP_RECVTOS (0 without the control message).
-uint8_t received_tos(msghdr& h) {
-  if (h.msg_control == nullptr) return 0;
+// What a received datagram's control messages say: its ECN field (IP_RECVTOS; 0 without) and the
+// socket's drop count so far (SO_RXQ_OVFL: the kernel attaches it once the socket dropped any).
+struct RxControl {
+  uint8_t ecn = 0;
+  bool have_drops = false;
+  uint32_t drops = 0;
+};
+
+RxControl received_control(msghdr& h) {
+  RxControl rc;
+  if (h.msg_control == nullptr) return rc;
   for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
-    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) return *CMSG_DATA(c) & 0x03;
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+      rc.ecn = *CMSG_DATA(c) & 0x03;
+    } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+      std::memcpy(&rc.drops, CMSG_DATA(c), sizeof(rc.drops));
+      rc.have_drops = true;
+    }
+  }
+  return rc;
+}
+
+// SO_BUSY_POLL (and SO_PREFER_BUSY_POLL, best effort: kernels before 5.11 lack it) on `fd`.
+Status set_busy_poll(int fd, uint32_t us) {
+  if (us == 0) return {};
+  const int v = static_cast<int>(us), one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &v, sizeof(v)) != 0) {
+    return Status::from_errno("setsockopt(SO_BUSY_POLL, " + std::to_string(us) + " us)");
+  }
+#ifdef SO_PREFER_BUSY_POLL
+  (void)setsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one));
+#else
+  (void)one;
+#endif
+  return {};
+}
+
+// SO_RXQ_OVFL: every datagram then tells how many the socket dropped so far (best effort: without
+// it the namespace's Udp RcvbufErrors still counts them).
+void ask_drop_counts(int fd) {
+  const int one = 1;
+  (void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
+}
+
+}  // namespace
+
+uint32_t udp_payload_for_mtu(uint32_t ip_mtu) {
+  constexpr size_t kIpUdpHeaders = 20 + 8;
+  for (uint32_t p = static_cast<uint32_t>(wire::kMaxPayloadBytes); p >= 256; p /= 2) {
+    if (wire::roce_len(p) + kIpUdpHeaders <= ip_mtu) return p;
   }
   return 0;
 }
 
-}  // namespace
+uint32_t UdpTransport::path_mtu(uint32_t dst_ip) const {
+  auto mtu = path_mtu_toward(ip_, dst_ip);
+  return mtu.ok() ? *mtu : 0;
+}
 
 UdpTransport::UdpTransport(const UdpTransportOptions& options) : options_(options) {}
 
@@ -48,6 +102,10 @@ UdpTransport::~UdpTransport() {
 Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptions& options) {
   if (options.bind_ip == 0) {
     return Status::invalid_argument("UDP transport needs a specific local IPv4 address (the ICRC covers it)");
+  }
+  if (options.busy_poll_us > 1'000'000) {
+    return Status::invalid_argument("UDP transport busy_poll_us must be 0..1000000, got " +
+                                    std::to_string(options.busy_poll_us));
   }
   if (options.batch == 0 || options.batch > 1024) {
     return Status::invalid_argument("UDP transport batch must be 1..1024, got " + std::to_string(options.batch));
@@ -71,8 +129,10 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
       return Status::from_errno("setsockopt(IP_RECVTOS)");
     }
   }
-  set_buffer(t->fd_, SO_RCVBUFFORCE, SO_RCVBUF, options.socket_buffer_bytes);
-  set_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
+  t->counters_.rx_buffer_bytes = set_buffer(t->fd_, SO_RCVBUFFORCE, SO_RCVBUF, options.socket_buffer_bytes);
+  t->counters_.tx_buffer_bytes = set_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
+  ask_drop_counts(t->fd_);
+  SUMCAST_RETURN_IF_ERROR(set_busy_poll(t->fd_, options.busy_poll_us));
   sockaddr_in me{};
   me.sin_family = AF_INET;
   me.sin_port = htons(options.port);
@@ -91,7 +151,7 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   t->rx_msgs_.resize(b);
   t->rx_iov_.resize(b);
   t->rx_addr_.resize(b);
-  if (options.recv_ecn) t->rx_cmsg_.assign(b * kCmsgWords, 0);
+  t->rx_cmsg_.assign(b * kCmsgWords, 0);
   for (size_t i = 0; i < b; ++i) {
     t->rx_iov_[i] = {t->rx_mem_.data() + i * kRxBufLen, kRxBufLen};
     std::memset(&t->rx_msgs_[i], 0, sizeof(mmsghdr));
@@ -147,7 +207,12 @@ Status UdpTransport::join(uint32_t group) {
   if (options_.recv_ecn && setsockopt(g.fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) != 0) {
     return fail("setsockopt(IP_RECVTOS)");
   }
-  set_buffer(g.fd, SO_RCVBUFFORCE, SO_RCVBUF, options_.socket_buffer_bytes);
+  (void)set_buffer(g.fd, SO_RCVBUFFORCE, SO_RCVBUF, options_.socket_buffer_bytes);
+  ask_drop_counts(g.fd);
+  if (Status st = set_busy_poll(g.fd, options_.busy_poll_us); !st.ok()) {
+    close(g.fd);
+    return st.with_context(what + ": ");
+  }
   sockaddr_in at{};
   at.sin_family = AF_INET;
   at.sin_port = htons(wire::kRoceUdpPort);
@@ -227,6 +292,7 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
       m.msg_hdr.msg_iovlen = 1;
     }
     const int rc = sendmmsg(fd_, tx_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
+    if (rc > 0 && static_cast<size_t>(rc) < n) ++counters_.tx_partial;  // the next call says why
     if (rc > 0) {
       for (int i = 0; i < rc; ++i) {
         ++counters_.tx_packets;
@@ -239,6 +305,7 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
     const int err = errno;
     if (rc < 0 && err == EINTR) continue;
     if (rc < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)) {
+      ++(err == ENOBUFS ? counters_.tx_enobufs : counters_.tx_eagain);
       if (!waited) {  // socket buffer full: wait (bounded) for room once, then count the rest as lost
         pollfd pfd{fd_, POLLOUT, 0};
         (void)poll(&pfd, 1, static_cast<int>(options_.send_wait_ms));
@@ -269,17 +336,17 @@ size_t UdpTransport::receive(std::span<Received> out) {
   if (out.empty()) return 0;
   const size_t want = std::min(out.size(), rx_msgs_.size());
   size_t accepted = 0;
-  size_t used = drain(fd_, ip_, port_, false, 0, out.first(want), &accepted);
-  for (const Group& g : groups_) {
+  size_t used = drain(fd_, &rx_drops_seen_, ip_, port_, false, 0, out.first(want), &accepted);
+  for (Group& g : groups_) {
     if (used >= want) break;
     size_t more = 0;
-    used += drain(g.fd, g.ip, wire::kRoceUdpPort, true, used, out.subspan(accepted, want - used), &more);
+    used += drain(g.fd, &g.drops_seen, g.ip, wire::kRoceUdpPort, true, used, out.subspan(accepted, want - used), &more);
     accepted += more;
   }
   return accepted;
 }
 
-size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first,
+size_t UdpTransport::drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first,
                            std::span<Received> out, size_t* accepted) {
   const size_t want = out.size();
   if (want == 0) return 0;
@@ -289,8 +356,8 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
     h.msg_namelen = sizeof(sockaddr_in);
     h.msg_iov = &rx_iov_[i];
     h.msg_iovlen = 1;
-    h.msg_control = rx_cmsg_.empty() ? nullptr : &rx_cmsg_[i * kCmsgWords];
-    h.msg_controllen = rx_cmsg_.empty() ? 0 : kCmsgWords * 8;
+    h.msg_control = &rx_cmsg_[i * kCmsgWords];
+    h.msg_controllen = kCmsgWords * 8;
     h.msg_flags = 0;
   }
   int rc;
@@ -304,6 +371,11 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
     const size_t len = rx_msgs_[i].msg_len;
     ++counters_.rx_packets;
     counters_.rx_bytes += len;
+    const RxControl ctl = received_control(rx_msgs_[i].msg_hdr);
+    if (ctl.have_drops && ctl.drops != *drops_seen) {  // a 32-bit count since the socket opened
+      counters_.rx_overflows += static_cast<uint32_t>(ctl.drops - *drops_seen);
+      *drops_seen = ctl.drops;
+    }
     if ((rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len >= kRxBufLen) {
       drop(DropReason::kTruncated);
       continue;
@@ -395,7 +467,7 @@ size_t UdpTransport::drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool grou
       }
       ++counters_.results;
       if (group) ++counters_.group_results;
-      ce = received_tos(rx_msgs_[i].msg_hdr) == kEcnCe;
+      ce = ctl.ecn == kEcnCe;
       if (ce) ++counters_.ce_results;
     } else {
       ++counters_.aborts;

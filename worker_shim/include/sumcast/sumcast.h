@@ -102,7 +102,9 @@ typedef struct sumcast_config {
   sumcast_dtype dtype;          /* default SUMCAST_FP32 */
   sumcast_op op;                /* default SUMCAST_SUM */
   uint32_t payload_bytes;       /* payload per packet wanted (the appliance may grant less):
-                                   dtype size..4096; default 1024 (RoCE MTU 1024 on 1500-byte links) */
+                                   dtype size..4096; default 1024, which the UDP transport takes as
+                                   "the largest RoCE payload the path MTU carries" (1024 on
+                                   1500-byte links, 4096 with jumbo frames) */
   uint32_t slots;               /* window slots wanted per appliance, 0..65535; default 0 = the
                                    appliance's default */
   const char* bind_ip;          /* local IPv4 to send from; default NULL = the address the kernel uses

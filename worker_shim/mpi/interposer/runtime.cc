@@ -245,10 +245,12 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.dtype = t.dtype;
   cc.op = op;
   cc.payload_bytes = config_.payload_bytes;
+  cc.payload_explicit = config_.payload_explicit;
   cc.slots = static_cast<uint16_t>(config_.slots);
   cc.multicast = config_.multicast;
   cc.bind_ip = bind_ip_;
   cc.rto_initial_us = config_.rto_us;
+  cc.busy_poll_us = config_.busy_poll_us;
   cc.rto_max_us = std::max<uint32_t>(config_.rto_us, 200000);
   cc.cnp_reaction = config_.cnp_reaction;
   cc.window_cut_percent = config_.window_cut;
@@ -426,7 +428,12 @@ int Runtime::fail_call(MPI_Comm comm, CallKind kind, const Status& st, Job* job)
 void Runtime::teardown_jobs(CommState& st) {
   for (auto& [key, job] : st.jobs) {
     std::lock_guard<std::mutex> lock(job->mu);
-    stats_.add_retransmissions(job->comm->stats().retransmissions);
+    const shim::CommStats cs = job->comm->stats();
+    stats_.add_data_path({.retransmissions = cs.retransmissions,
+                          .stall_probes = cs.stall_probes,
+                          .rx_overflows = cs.transport.rx_overflows,
+                          .tx_refused = cs.transport.tx_eagain + cs.transport.tx_enobufs,
+                          .tx_dropped = cs.transport.tx_dropped});
   }
   st.jobs.clear();
 }

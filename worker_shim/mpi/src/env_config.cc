@@ -92,7 +92,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 29> kTable = {{
+constexpr std::array<EnvVar, 30> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -161,9 +161,16 @@ constexpr std::array<EnvVar, 29> kTable = {{
        c.job_prefix = std::string(t);
        return {};
      }},
-    {"SUMCAST_MPI_PAYLOAD", EnvType::kUint, "1024", "payload bytes per packet wanted (the appliance may grant less)",
+    {"SUMCAST_MPI_PAYLOAD", EnvType::kUint, "(path MTU)",
+     "payload bytes per packet wanted (the appliance may grant less); unset: the largest RoCE payload (4096, 2048, "
+     "1024) the path MTU toward the appliance carries",
      true,
-     [](MpiConfig& c, std::string_view v) { return set_u32(v, 8, 4096, [&](uint32_t n) { c.payload_bytes = n; }); }},
+     [](MpiConfig& c, std::string_view v) {
+       return set_u32(v, 8, 4096, [&](uint32_t n) {
+         c.payload_bytes = n;
+         c.payload_explicit = true;
+       });
+     }},
     {"SUMCAST_MPI_SLOTS", EnvType::kUint, "0", "window slots wanted per appliance; 0: the appliance's default", true,
      [](MpiConfig& c, std::string_view v) { return set_u32(v, 0, 65535, [&](uint32_t n) { c.slots = n; }); }},
     {"SUMCAST_MPI_MULTICAST", EnvType::kBool, "0",
@@ -172,6 +179,13 @@ constexpr std::array<EnvVar, 29> kTable = {{
      true, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.multicast = b; }); }},
     {"SUMCAST_MPI_RTO_US", EnvType::kUint, "5000", "first retransmission timeout of a packet, microseconds", false,
      [](MpiConfig& c, std::string_view v) { return set_u32(v, 100, 10'000'000, [&](uint32_t n) { c.rto_us = n; }); }},
+    {"SUMCAST_MPI_BUSY_POLL_US", EnvType::kUint, "0",
+     "SO_BUSY_POLL of the data sockets, microseconds (0..1000000; 0: off): a receive that finds nothing polls the "
+     "device queue this long first",
+     false,
+     [](MpiConfig& c, std::string_view v) {
+       return set_u32(v, 0, 1'000'000, [&](uint32_t n) { c.busy_poll_us = n; });
+     }},
     {"SUMCAST_MPI_CNP_REACTION", EnvType::kBool, "1",
      "a CNP from an appliance (its network marked our packets CE) cuts the window of packets in flight toward it",
      false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.cnp_reaction = b; }); }},

@@ -71,7 +71,13 @@ void Stats::passed(CallKind kind, PassReason reason, uint64_t bytes, uint64_t ns
   f_[kReasonBase + static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
 }
 
-void Stats::add_retransmissions(uint64_t n) { f_[kRetransmitField].fetch_add(n, std::memory_order_relaxed); }
+void Stats::add_data_path(const DataPath& d) {
+  f_[kRetransmitField].fetch_add(d.retransmissions, std::memory_order_relaxed);
+  f_[kStallProbeField].fetch_add(d.stall_probes, std::memory_order_relaxed);
+  f_[kRxOverflowField].fetch_add(d.rx_overflows, std::memory_order_relaxed);
+  f_[kTxRefusedField].fetch_add(d.tx_refused, std::memory_order_relaxed);
+  f_[kTxDroppedField].fetch_add(d.tx_dropped, std::memory_order_relaxed);
+}
 
 void Stats::staged(uint64_t bytes_copied) {
   f_[kStagedCallsField].fetch_add(1, std::memory_order_relaxed);
@@ -107,7 +113,10 @@ std::string Stats::format(const Snapshot& s, const std::string& scope) {
            std::to_string(s[kReasonBase + static_cast<size_t>(r)]);
   }
   out += "\nsumcast-mpi:   intra-node calls " + std::to_string(s[kIntranodeField]) + ", appliance retransmissions " +
-         std::to_string(s[kRetransmitField]) + "\n";
+         std::to_string(s[kRetransmitField]) + " (stall probes " + std::to_string(s[kStallProbeField]) + ")\n";
+  out += "sumcast-mpi:   data path drops: socket receive overflows " + std::to_string(s[kRxOverflowField]) +
+         ", sends refused " + std::to_string(s[kTxRefusedField]) + ", not sent " + std::to_string(s[kTxDroppedField]) +
+         "\n";
   if (s[kStagedCallsField] != 0) {
     out += "sumcast-mpi:   device buffers staged through host memory: " + std::to_string(s[kStagedCallsField]) +
            " calls, " + human_bytes(s[kStagedBytesField]) + " copied\n";

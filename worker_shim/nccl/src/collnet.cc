@@ -117,10 +117,12 @@ shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lan
   cfg.dtype = dtype;
   cfg.op = op;
   cfg.payload_bytes = c->config->payload_bytes;
+  cfg.payload_explicit = c->config->payload_explicit;
   cfg.slots = static_cast<uint16_t>(c->config->slots);
   cfg.multicast = c->config->multicast;
   cfg.bind_ip = c->config->bind_ip;
   cfg.rto_initial_us = c->config->rto_us;
+  cfg.busy_poll_us = c->config->busy_poll_us;
   cfg.cnp_reaction = c->config->cnp_reaction;
   cfg.window_cut_percent = c->config->window_cut_percent;
   cfg.window_step = c->config->window_step;

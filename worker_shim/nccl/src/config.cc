@@ -33,6 +33,7 @@ constexpr Key kKeys[] = {
     {"SUMCAST_SLOTS", Kind::kU32, 0, 65535, "window slots per appliance (0: appliance default)"},
     {"SUMCAST_MULTICAST", Kind::kU32, 0, 1, "1: ask for results by IPv4 multicast (the appliance must allow it)"},
     {"SUMCAST_RTO_US", Kind::kU32, 100, 10000000, "first retransmission timeout"},
+    {"SUMCAST_BUSY_POLL_US", Kind::kU32, 0, 1000000, "SO_BUSY_POLL of the data sockets, microseconds (0: off)"},
     {"SUMCAST_CNP_REACTION", Kind::kU32, 0, 1, "1: a CNP from an appliance cuts the window toward it (UDP)"},
     {"SUMCAST_WINDOW_CUT", Kind::kU32, 1, 99, "percent of the window a CNP leaves (at least one slot)"},
     {"SUMCAST_WINDOW_STEP", Kind::kU32, 1, 65535, "slots regrown per window of results without a CNP"},
@@ -96,10 +97,14 @@ Status apply(const Key& key, const std::string& value, PluginConfig* c) {
       }
       const std::string n = key.name;
       const auto u = static_cast<uint32_t>(v);
-      if (n == "SUMCAST_PAYLOAD_BYTES") c->payload_bytes = u;
+      if (n == "SUMCAST_PAYLOAD_BYTES") {
+        c->payload_bytes = u;
+        c->payload_explicit = true;
+      }
       if (n == "SUMCAST_SLOTS") c->slots = u;
       if (n == "SUMCAST_MULTICAST") c->multicast = u != 0;
       if (n == "SUMCAST_RTO_US") c->rto_us = u;
+      if (n == "SUMCAST_BUSY_POLL_US") c->busy_poll_us = u;
       if (n == "SUMCAST_CNP_REACTION") c->cnp_reaction = u != 0;
       if (n == "SUMCAST_WINDOW_CUT") c->window_cut_percent = u;
       if (n == "SUMCAST_WINDOW_STEP") c->window_step = u;

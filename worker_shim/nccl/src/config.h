@@ -30,9 +30,11 @@ struct PluginConfig {
   std::string token;                     // SUMCAST_TOKEN, or the first line of SUMCAST_TOKEN_FILE; default ""
   std::string bind_ip;                   // SUMCAST_BIND_IP: local IPv4 of the data socket; "": routed
   uint32_t payload_bytes = 1024;         // SUMCAST_PAYLOAD_BYTES: 8..4096
+  bool payload_explicit = false;         // SUMCAST_PAYLOAD_BYTES was set (else the path MTU decides)
   uint32_t slots = 0;                    // SUMCAST_SLOTS: window slots per appliance; 0: the appliance's
   bool multicast = false;                // SUMCAST_MULTICAST: 1 asks for results by multicast
   uint32_t rto_us = 5000;                // SUMCAST_RTO_US: first retransmission timeout
+  uint32_t busy_poll_us = 0;             // SUMCAST_BUSY_POLL_US: SO_BUSY_POLL of the data sockets (0: off)
   bool cnp_reaction = true;              // SUMCAST_CNP_REACTION: CNPs cut the window (shim/communicator.h)
   uint32_t window_cut_percent = 50;      // SUMCAST_WINDOW_CUT: percent of the window a CNP leaves, 1..99
   uint32_t window_step = 1;              // SUMCAST_WINDOW_STEP: slots regrown per window of clean results

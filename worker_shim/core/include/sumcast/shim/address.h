@@ -32,6 +32,10 @@ Status split_weight(std::string_view text, std::string* host_port, double* weigh
 using ::sumcast::format_ipv4;
 // The local address the kernel's routing table would use to reach `dst` (no packet is sent).
 Result<uint32_t> source_ip_toward(uint32_t dst);
+// The IP MTU of the route from local address `src` (0: any) toward `dst`: IP_MTU of a UDP socket
+// connected there (the route's or the interface's MTU, or a smaller one path MTU discovery
+// learnt; no packet is sent).
+Result<uint32_t> path_mtu_toward(uint32_t src, uint32_t dst);
 // The MAC address of the interface that owns `ip`; all zero for loopback or when unknown.
 void mac_of_local_ip(uint32_t ip, uint8_t mac[6]);
 // The hardware address of the interface named `iface`; false when it has none or does not exist.

@@ -24,7 +24,9 @@
 // trips were measured, then max(floor, SRTT + 4 RTTVAR) (RFC 6298 estimators, sampled only from
 // chunks sent once), at most rto_max_us, where the floor starts at rto_initial_us, grows by half
 // with every spurious retransmission (a retransmitted chunk answered twice) and decays slowly; each expiry resends and
-// doubles it, up to rto_max_us. An expired chunk is presumed lost only when a chunk sent after it was answered;
+// doubles it, up to rto_max_us. An expired chunk is presumed lost only when a chunk first sent after its last
+// transmission was answered, or a retransmission sent after it was answered an RTO ago (an answered
+// retransmission may owe its answer to the first transmission: then the answers sent with it follow);
 // otherwise the appliance or a peer rank is stalled (descheduled, late to the call), not losing
 // packets: then, once per RTO, only the oldest outstanding chunk (expired or not) is resent, as a
 // probe, and the other expired timers just back off, so a stall does not turn into a window's
@@ -116,7 +118,10 @@ struct CommConfig {
   std::string token;                         // the appliances' shared secret
   wire::Dtype dtype = wire::Dtype::kFp32;
   wire::ReduceOp op = wire::ReduceOp::kSum;
-  uint32_t payload_bytes = 1024;         // payload per packet wanted (the grant may be smaller), 8..4096
+  // Payload per packet wanted (the grant may be smaller), 8..4096. Left at the default (and
+  // payload_explicit false), the transport's path decides: UDP takes the largest RoCE payload
+  // (4096, 2048, 1024, ...) whose datagram fits the path MTU toward the appliance (1024 at 1500).
+  uint32_t payload_bytes = 1024;
   uint16_t slots = 0;                    // window slots wanted per appliance; 0: the appliance's default
   std::string bind_ip;                   // local IPv4; "": the address the kernel uses toward the first appliance
   uint16_t udp_port = 0;                 // local UDP port; 0: ephemeral
@@ -128,6 +133,7 @@ struct CommConfig {
   uint32_t connect_timeout_ms = 10000;   // TCP connect + authentication, per appliance
   uint32_t register_timeout_ms = 60000;  // waiting for all ranks to register, per appliance
   bool verify_icrc = true;               // check the ICRC of every result and CNP (UDP transport)
+  uint32_t busy_poll_us = 0;             // UDP: SO_BUSY_POLL on the data sockets, 0..1000000 us; 0: off
   uint8_t dscp = 0;                      // DSCP of contributions, 0..63 (UDP: IP_TOS; verbs: the AH's traffic class)
   bool ecn = false;                      // mark contributions ECT(0); false: not-ECT
   uint8_t tos() const { return static_cast<uint8_t>((dscp & 0x3F) << 2 | (ecn ? 0x2 : 0)); }
@@ -156,7 +162,8 @@ struct CommConfig {
   TransportKind transport = TransportKind::kUdp;
   std::string rdma_device;        // verbs: device name; "": the one whose GID table holds bind_ip
   std::string rdma_interface;     // verbs: network interface whose RoCEv2 GID to use (a VLAN's); "": any
-  bool payload_explicit = false;  // payload_bytes was chosen by the user (verbs: refused if the MTU is smaller)
+  bool payload_explicit = false;  // payload_bytes was chosen by the user (verbs: refused if the MTU is smaller;
+                                  // UDP: used as is, and a grant the path MTU cannot carry fails create())
   VerbsOps* verbs_ops = nullptr;  // verbs test seam (verbs_ops.h); nullptr: rdma-core
   // Test seam: when set, the communicator's transport is passed through this (a decorator that
   // drops, duplicates or reorders); the returned transport is used instead.
@@ -175,6 +182,7 @@ struct CommStats {
   uint64_t calls = 0;                     // all-reduce calls started
   uint64_t chunks = 0;                    // chunks sent (first transmissions)
   uint64_t retransmissions = 0;           // RTO expiries that resent a chunk
+  uint64_t stall_probes = 0;              // ... of which stall probes: nothing sent later answered (see Timers)
   uint64_t fast_retransmissions = 0;      // chunks resent because a later one was answered first (see Timers)
   uint64_t silent_backoffs = 0;           // RTO expiries that only backed off: a stall, not a loss (see Timers)
   uint64_t results = 0;                   // results accepted and written

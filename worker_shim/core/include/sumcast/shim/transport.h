@@ -54,8 +54,24 @@ struct TransportCounters {
   uint64_t tx_packets = 0;  // handed to the network
   uint64_t tx_bytes = 0;    // UDP payload bytes (BTH..ICRC)
   uint64_t tx_dropped = 0;  // not sent: buffer full after a bounded wait, or no route/link (the RTO resends)
+  // Why packets waited or were refused on the way out (UDP: sendmmsg): calls that sent only part
+  // of their batch, and refusals with EAGAIN (socket send buffer full) or ENOBUFS (no kernel
+  // buffer). A refusal is retried after a bounded wait; only what is still refused then counts in
+  // tx_dropped. A device queue that overflows under a UDP socket is not reported to it (that takes
+  // IP_RECVERR, which would also turn ICMP errors into send failures): the namespace's Udp
+  // SndbufErrors counts those.
+  uint64_t tx_partial = 0;
+  uint64_t tx_eagain = 0;
+  uint64_t tx_enobufs = 0;
   uint64_t rx_packets = 0;  // received, before validation
   uint64_t rx_bytes = 0;
+  // Datagrams the kernel dropped at our sockets, their receive buffers full (UDP: SO_RXQ_OVFL,
+  // learnt with the next datagram that does arrive; the namespace's Udp RcvbufErrors count them too).
+  uint64_t rx_overflows = 0;
+  // The socket buffer sizes the kernel granted (SO_RCVBUF / SO_SNDBUF as it reports them: twice
+  // the bytes of payload it lets queue); 0 where the transport has none.
+  uint64_t rx_buffer_bytes = 0;
+  uint64_t tx_buffer_bytes = 0;
   uint64_t results = 0;        // valid results handed to the communicator
   uint64_t group_results = 0;  // ... of which arrived on a job's multicast group
   uint64_t aborts = 0;         // valid abort messages handed to the communicator
@@ -133,6 +149,9 @@ class Transport {
   virtual std::string describe() const = 0;
   // The largest payload one packet can carry on this transport's path.
   virtual uint32_t max_payload() const { return wire::kMaxPayloadBytes; }
+  // The IP MTU toward `dst_ip` (host order) from this transport's address; 0 when the transport
+  // does not know (verbs: max_payload() already follows the port's MTU).
+  virtual uint32_t path_mtu(uint32_t /*dst_ip*/) const { return 0; }
   // OK, or the error that made the transport unusable (sticky): the communicator then fails every
   // pending call with it instead of waiting for timeouts.
   virtual Status health() const { return {}; }

@@ -27,9 +27,10 @@ struct TransportConfig {
   uint32_t bind_ip = 0;  // our IPv4, host order; required (UDP: the ICRC covers it; verbs: selects the GID)
   uint8_t tos = 0;       // IPv4 TOS of what we send: DSCP << 2 | ECN (UDP: IP_TOS; verbs: GRH traffic class)
   // UDP
-  uint16_t udp_port = 0;    // 0: ephemeral
-  bool verify_icrc = true;  // check the ICRC of every result and CNP
-  bool recv_ecn = false;    // flag results that arrive marked CE (Received::ce)
+  uint16_t udp_port = 0;      // 0: ephemeral
+  bool verify_icrc = true;    // check the ICRC of every result and CNP
+  bool recv_ecn = false;      // flag results that arrive marked CE (Received::ce)
+  uint32_t busy_poll_us = 0;  // UDP: SO_BUSY_POLL of its sockets (0: off)
   // verbs
   std::string rdma_device;        // device name; "": the one whose GID table holds bind_ip
   std::string rdma_interface;     // network interface whose RoCEv2 GID to use; "": any

@@ -6,6 +6,9 @@
 // the ICRC covers the source IPv4. Results are verified the same way (appliance address ->
 // our address, ID 0, DF). Batches use sendmmsg/recvmmsg. With recv_ecn, IP_RECVTOS tells the
 // ECN field of every datagram: a result marked CE (the network to us is congested) says so.
+// Every socket sets SO_RXQ_OVFL, so datagrams it dropped for want of receive buffer are counted
+// (rx_overflows), and the counters say what sendmmsg refused (tx_partial, tx_eagain, tx_enobufs)
+// and which buffer sizes the kernel granted.
 //
 // Multicast results (a peer with a group): one more socket per group, bound to group:4791 with
 // SO_REUSEADDR (several workers, and several jobs, of one host each get their copy; the bound
@@ -29,6 +32,10 @@
 
 namespace sumcast::shim {
 
+// The largest RoCE payload (4096, 2048, 1024, 512 or 256 bytes, the RoCE path MTUs) whose datagram
+// with its IPv4 and UDP headers fits an IP MTU of `ip_mtu` bytes; 0 when none does.
+uint32_t udp_payload_for_mtu(uint32_t ip_mtu);
+
 struct UdpTransportOptions {
   uint32_t bind_ip = 0;               // host order; required (not 0.0.0.0: the ICRC covers it)
   uint16_t port = 0;                  // 0: an ephemeral port, see local_endpoint()
@@ -39,6 +46,10 @@ struct UdpTransportOptions {
   uint32_t send_wait_ms = 10;         // when the socket buffer is full, wait this long for room
   uint8_t tos = 0;                    // IP_TOS of every datagram: DSCP << 2 | ECN (the ICRC masks it)
   bool recv_ecn = false;              // IP_RECVTOS: flag results that arrive marked CE (Received::ce)
+  // SO_BUSY_POLL on every socket: a receive that finds nothing polls the device queue this long
+  // first (and SO_PREFER_BUSY_POLL where the kernel has it). 0: off. A kernel that refuses it
+  // (raising it may need CAP_NET_ADMIN) fails open() naming the cause.
+  uint32_t busy_poll_us = 0;
 };
 
 class UdpTransport final : public Transport {
@@ -57,6 +68,7 @@ class UdpTransport final : public Transport {
   Status send(std::span<const OutPacket> packets) override;
   size_t receive(std::span<Received> out) override;
   int wait_fd() const override { return epoll_fd_ >= 0 ? epoll_fd_ : fd_; }
+  uint32_t path_mtu(uint32_t dst_ip) const override;
   const TransportCounters& counters() const override { return counters_; }
   std::string describe() const override;
 
@@ -67,16 +79,17 @@ class UdpTransport final : public Transport {
   };
   struct Group {
     int fd = -1;
-    uint32_t ip = 0;  // host order
+    uint32_t ip = 0;          // host order
+    uint32_t drops_seen = 0;  // its SO_RXQ_OVFL count, as last reported
   };
   explicit UdpTransport(const UdpTransportOptions& options);
   void drop(DropReason r) { ++counters_.drops[static_cast<size_t>(r)]; }
   Status join(uint32_t group);
   // Receives into rx buffers [first, first + out.size()) from `fd`, whose datagrams were sent
   // to dst_ip:dst_port (`group`: a group socket); returns the datagrams read (validated ones in
-  // out[0..*accepted)).
-  size_t drain(int fd, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first, std::span<Received> out,
-               size_t* accepted);
+  // out[0..*accepted)). `drops_seen`: the socket's drop count last reported (SO_RXQ_OVFL).
+  size_t drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first,
+               std::span<Received> out, size_t* accepted);
 
   UdpTransportOptions options_;
   int fd_ = -1;
@@ -85,14 +98,15 @@ class UdpTransport final : public Transport {
   uint32_t qpn_ = 0;
   std::vector<Peer> peers_;
   std::vector<Group> groups_;
-  int epoll_fd_ = -1;  // every socket, once a group was joined
+  int epoll_fd_ = -1;           // every socket, once a group was joined
+  uint32_t rx_drops_seen_ = 0;  // fd_'s SO_RXQ_OVFL count, as last reported
   TransportCounters counters_;
   // Receive batch: one buffer of kRxBufLen bytes per datagram.
   std::vector<uint8_t> rx_mem_;
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;
   std::vector<sockaddr_in> rx_addr_;
-  std::vector<uint64_t> rx_cmsg_;  // recv_ecn: one control buffer (the TOS byte) per datagram
+  std::vector<uint64_t> rx_cmsg_;  // one control buffer (TOS byte, drop count) per datagram
   // Send batch.
   std::vector<mmsghdr> tx_msgs_;
   std::vector<iovec> tx_iov_;

@@ -45,9 +45,11 @@ struct MpiConfig {
   int stats = 0;                             // SUMCAST_MPI_STATS: 0 off, 1 summary at MPI_Finalize, 2 also per rank
   std::string job_prefix = "mpi";            // SUMCAST_MPI_JOB: prefix of the appliance job names
   uint32_t payload_bytes = 1024;             // SUMCAST_MPI_PAYLOAD
+  bool payload_explicit = false;             // SUMCAST_MPI_PAYLOAD was set (else the path MTU decides)
   uint32_t slots = 0;                        // SUMCAST_MPI_SLOTS (0: the appliance's default)
   bool multicast = false;                    // SUMCAST_MPI_MULTICAST: results by multicast wanted
   uint32_t rto_us = 5000;                    // SUMCAST_MPI_RTO_US
+  uint32_t busy_poll_us = 0;                 // SUMCAST_MPI_BUSY_POLL_US (0: off)
   bool cnp_reaction = true;                  // SUMCAST_MPI_CNP_REACTION
   uint32_t window_cut = 50;                  // SUMCAST_MPI_WINDOW_CUT (percent)
   uint32_t window_step = 1;                  // SUMCAST_MPI_WINDOW_STEP

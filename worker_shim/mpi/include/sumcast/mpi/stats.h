@@ -37,7 +37,11 @@ class Stats {
   // retransmissions, then calls whose device buffers were staged through host memory and the
   // bytes copied (both ways), then the intra-node plan's stage runs (per piece: the reduce within
   // each NUMA node, the reduce across them) and the bytes its reductions and copies read from
-  // memory on the rank's own NUMA node and from other NUMA nodes (over the SMP link).
+  // memory on the rank's own NUMA node and from other NUMA nodes (over the SMP link), then of the
+  // retransmissions those that were stall probes (no later chunk answered: a late rank or a
+  // descheduled appliance, not a loss), and the data path's drops on this rank's side: datagrams
+  // its sockets dropped for want of receive buffer, sends refused (EAGAIN/ENOBUFS, retried) and
+  // packets not sent at all.
   static constexpr size_t kPerKind = 6;
   static constexpr size_t kReasonBase = kPerKind * kCallKindCount;
   static constexpr size_t kIntranodeField = kReasonBase + kPassReasonCount;
@@ -48,12 +52,24 @@ class Stats {
   static constexpr size_t kCrossStageField = kNumaStageField + 1;
   static constexpr size_t kLocalBytesField = kCrossStageField + 1;
   static constexpr size_t kSmpBytesField = kLocalBytesField + 1;
-  static constexpr size_t kFields = kSmpBytesField + 1;
+  static constexpr size_t kStallProbeField = kSmpBytesField + 1;
+  static constexpr size_t kRxOverflowField = kStallProbeField + 1;
+  static constexpr size_t kTxRefusedField = kRxOverflowField + 1;
+  static constexpr size_t kTxDroppedField = kTxRefusedField + 1;
+  static constexpr size_t kFields = kTxDroppedField + 1;
   using Snapshot = std::array<uint64_t, kFields>;
 
   void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
   void passed(CallKind kind, PassReason reason, uint64_t bytes, uint64_t ns);
-  void add_retransmissions(uint64_t n);
+  // One job's data path at its teardown (Communicator::stats()).
+  struct DataPath {
+    uint64_t retransmissions = 0;
+    uint64_t stall_probes = 0;
+    uint64_t rx_overflows = 0;
+    uint64_t tx_refused = 0;  // EAGAIN + ENOBUFS
+    uint64_t tx_dropped = 0;
+  };
+  void add_data_path(const DataPath& d);
   void staged(uint64_t bytes_copied);
   // One piece through the intra-node plan: whether it ran the reduce within NUMA nodes and the
   // one across them, and the bytes read on the own node and across nodes.
