@@ -449,6 +449,7 @@ TEST_P(FailoverBounds, TheCallFailsNamingWhatWasLost) {
     if (both) services[1]->stop();
   });
   std::vector<Status> results(kWorld);
+  std::vector<bool> all_lost(kWorld, false);
   run_ranks(kWorld, [&](int rank) {
     CommConfig c = base_config({services[0].get(), services[1].get()}, "bounds", static_cast<uint16_t>(rank), kWorld,
                                wire::Dtype::kFp32);
@@ -473,6 +474,7 @@ TEST_P(FailoverBounds, TheCallFailsNamingWhatWasLost) {
       st = (*comm)->allreduce(buf.data(), buf.data(), count);
     }
     results[static_cast<size_t>(rank)] = st;
+    all_lost[static_cast<size_t>(rank)] = (*comm)->every_aggregator_lost();
   });
   fire();
   stopper.join();
@@ -480,8 +482,10 @@ TEST_P(FailoverBounds, TheCallFailsNamingWhatWasLost) {
     const Status& st = results[static_cast<size_t>(r)];
     EXPECT_FALSE(st.ok()) << "rank " << r;
     EXPECT_NE(st.message().find(first + " lost"), std::string::npos) << "rank " << r << ": " << st.to_string();
+    EXPECT_EQ(all_lost[static_cast<size_t>(r)], both) << "rank " << r;  // what a fall-back looks for
     if (both) {
       EXPECT_NE(st.message().find(second + " lost"), std::string::npos) << st.to_string();
+      EXPECT_NE(st.message().find("every aggregator is lost"), std::string::npos) << st.to_string();
     } else {
       EXPECT_NE(st.message().find("failover_max 0"), std::string::npos) << st.to_string();
     }

@@ -960,6 +960,12 @@ void Communicator::declare_lost(size_t index, Status why) {
   a.lost_ns = now_ns();
   a.control.reset();  // a frozen aggregator that wakes up sees this rank gone and aborts its job
   peer_app_[a.peer] = -1;
+  if (every_aggregator_lost()) {  // nothing to agree on or move to: a failover under way ends here
+    fail(all_lost(agreement_ ? "failover " + std::to_string(agreement_->epoch) + " was agreeing on " +
+                                   apps_[agreement_->coordinator]->address
+                             : ""));
+    return;
+  }
   if (!agreement_) start_agreement();
 }
 
@@ -990,7 +996,7 @@ void Communicator::start_agreement() {
     }
   }
   if (coordinator == apps_.size()) {
-    fail(Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary()));
+    fail(all_lost(""));
     return;
   }
   auto ag = std::make_unique<Agreement>();
@@ -1042,15 +1048,38 @@ void Communicator::poll_failover() {
   }
 }
 
-// Why failover ag failed, with what was tried and what is lost.
-Status Communicator::failover_failed(const Agreement& ag, const Status& why) const {
-  const std::string tried = "failover " + std::to_string(ag.epoch) + " agreeing on " + apps_[ag.coordinator]->address +
-                            " (" + lost_summary() + ")";
-  if (std::all_of(apps_.begin(), apps_.end(), [](const auto& a) { return a->lost; })) {
-    return Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary() + " (" +
-                               tried + ": " + why.message() + ")");
+bool Communicator::every_aggregator_lost() const {
+  return !apps_.empty() && std::all_of(apps_.begin(), apps_.end(), [](const auto& a) { return a->lost; });
+}
+
+// The error once every aggregator is lost; `tried`: the failover under way, if any.
+Status Communicator::all_lost(const std::string& tried) const {
+  return Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary() +
+                             (tried.empty() ? "" : " (" + tried + ")"));
+}
+
+// Control connections that broke since they were last polled: those aggregators are lost too
+// (without a failover of their own), so that a failed failover says whether any is left.
+void Communicator::notice_lost() {
+  for (auto& ap : apps_) {
+    Appliance& a = *ap;
+    if (a.lost || !a.control) continue;
+    Status st = a.control->poll();
+    if (st.ok()) continue;
+    a.lost = true;
+    a.lost_reason = st.with_context(where(a) + ": ").message();
+    a.lost_ns = now_ns();
+    a.control.reset();
+    peer_app_[a.peer] = -1;
   }
-  return Status(why.code(), tried + ": " + why.message());
+}
+
+// Why failover ag failed, with what was tried and what is lost.
+Status Communicator::failover_failed(const Agreement& ag, const Status& why) {
+  const std::string tried = "failover " + std::to_string(ag.epoch) + " agreeing on " + apps_[ag.coordinator]->address;
+  notice_lost();
+  if (every_aggregator_lost()) return all_lost(tried + ": " + why.message());
+  return Status(why.code(), tried + " (" + lost_summary() + "): " + why.message());
 }
 
 // One step after the other, while none has to wait: true once every agreed-lost aggregator moved.

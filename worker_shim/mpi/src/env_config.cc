@@ -91,7 +91,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 29> kTable = {{
+constexpr std::array<EnvVar, 30> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -203,6 +203,22 @@ constexpr std::array<EnvVar, 29> kTable = {{
          c.failover = shim::CommConfig::Failover::kOff;
        } else {
          return Status::invalid_argument("must be auto, on or off");
+       }
+       return {};
+     }},
+    {"SUMCAST_MPI_FAILOVER_FALLBACK", EnvType::kString, "error",
+     "when every appliance of a job is lost (docs/failover.md): error fails the call naming what was tried; mpi "
+     "completes it with PMPI_Allreduce and passes every later call on that communicator to MPI (blocking calls of "
+     "the flat path; keeps a copy of the last result: memory of the largest call, one copy per call)",
+     true,
+     [](MpiConfig& c, std::string_view v) -> Status {
+       const std::string_view t = trim(v);
+       if (t == "error") {
+         c.fallback_mpi = false;
+       } else if (t == "mpi") {
+         c.fallback_mpi = true;
+       } else {
+         return Status::invalid_argument("must be error or mpi");
        }
        return {};
      }},
@@ -402,6 +418,9 @@ uint64_t fingerprint(const MpiConfig& c) {
   h = fnv1a(h, std::to_string(c.slots));
   h = fnv1a(h, c.check ? "1" : "0");
   h = fnv1a(h, c.device_stage ? "stage" : "mpi");
+  // Ranks that would answer the loss of every appliance differently (one falls back to MPI, one
+  // fails) must not start.
+  h = fnv1a(h, c.fallback_mpi ? "fallback mpi" : "fallback error");
   return h;
 }
 

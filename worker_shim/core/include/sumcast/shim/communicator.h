@@ -232,6 +232,9 @@ class Communicator {
   std::vector<std::pair<std::string, uint64_t>> stat_list() const;
   const std::vector<ApplianceInfo>& appliances() const { return infos_; }
   const std::vector<FailoverEvent>& failovers() const { return failover_log_; }
+  // True once every aggregator of the job was lost (health() then says so): what a caller that
+  // falls back to another all-reduce (the MPI interposer's PMPI_Allreduce) looks for.
+  bool every_aggregator_lost() const;
   const Transport& transport() const { return *transport_; }
   const CommConfig& config() const { return config_; }
 
@@ -268,7 +271,9 @@ class Communicator {
   void poll_failover();
   struct Agreement;
   Result<bool> advance_failover(Agreement& ag);
-  Status failover_failed(const Agreement& ag, const Status& why) const;
+  Status failover_failed(const Agreement& ag, const Status& why);
+  void notice_lost();
+  Status all_lost(const std::string& tried) const;
   Status give_up_agreed_lost(Agreement& ag);
   Status begin_rehome(Agreement& ag);
   Status rehome(Agreement& ag);
