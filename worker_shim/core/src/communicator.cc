@@ -182,6 +182,7 @@ struct Communicator::Agreement {
   size_t rehomed = 0;                  // how many of them moved already
   size_t rounds_at = 0;                // where lost[rehomed]'s slots start in `agreed`
   std::unique_ptr<Appliance> home;     // lost[rehomed]'s job on its new home, registering
+  size_t home_index = 0;               // ... the aggregator that is its new home
 };
 
 // What a wait sleeps on: the transport's descriptor (when asked for and it has one), then the
@@ -955,11 +956,7 @@ void Communicator::declare_lost(size_t index, Status why) {
   }
   Appliance& a = *apps_[index];
   if (a.lost) return;
-  a.lost = true;
-  a.lost_reason = why.message();
-  a.lost_ns = now_ns();
-  a.control.reset();  // a frozen aggregator that wakes up sees this rank gone and aborts its job
-  peer_app_[a.peer] = -1;
+  give_up(a, why.message());
   if (every_aggregator_lost()) {  // nothing to agree on or move to: a failover under way ends here
     fail(all_lost(agreement_ ? "failover " + std::to_string(agreement_->epoch) + " was agreeing on " +
                                    apps_[agreement_->coordinator]->address
@@ -1065,18 +1062,28 @@ void Communicator::notice_lost() {
     Appliance& a = *ap;
     if (a.lost || !a.control) continue;
     Status st = a.control->poll();
-    if (st.ok()) continue;
-    a.lost = true;
-    a.lost_reason = st.with_context(where(a) + ": ").message();
-    a.lost_ns = now_ns();
-    a.control.reset();
-    peer_app_[a.peer] = -1;
+    if (!st.ok()) give_up(a, st.with_context(where(a) + ": ").message());
   }
+}
+
+// Stops using aggregator a: its packets are ignored from now on, its control connection closed.
+void Communicator::give_up(Appliance& a, std::string reason) {
+  a.lost = true;
+  a.lost_reason = std::move(reason);
+  a.lost_ns = now_ns();
+  a.control.reset();  // a frozen aggregator that wakes up sees this rank gone and aborts its job
+  peer_app_[a.peer] = -1;
 }
 
 // Why failover ag failed, with what was tried and what is lost.
 Status Communicator::failover_failed(const Agreement& ag, const Status& why) {
   const std::string tried = "failover " + std::to_string(ag.epoch) + " agreeing on " + apps_[ag.coordinator]->address;
+  // A connection to the aggregator the failover was using that broke (reset, closed, refused)
+  // says it is gone too, even before this rank's own connection to it shows it.
+  const size_t target = ag.step == Agreement::Step::kRehoming ? ag.home_index : ag.coordinator;
+  if (why.code() == StatusCode::kIoError && target < apps_.size() && !apps_[target]->lost) {
+    give_up(*apps_[target], "the failover's connection to it broke: " + why.message());
+  }
   notice_lost();
   if (every_aggregator_lost()) return all_lost(tried + ": " + why.message());
   return Status(why.code(), tried + " (" + lost_summary() + "): " + why.message());
@@ -1141,13 +1148,7 @@ Status Communicator::give_up_agreed_lost(Agreement& ag) {
   for (size_t i = 0; i < apps_.size(); ++i) {
     if (ag.alive[i] != 0) continue;
     Appliance& a = *apps_[i];
-    if (!a.lost) {
-      a.lost = true;
-      a.lost_reason = "another rank declared it lost";
-      a.lost_ns = now_ns();
-      a.control.reset();
-      peer_app_[a.peer] = -1;
-    }
+    if (!a.lost) give_up(a, "another rank declared it lost");
     ag.lost.push_back(i);
   }
   if (ag.lost.empty() || ag.alive[ag.coordinator] == 0) {
@@ -1180,6 +1181,7 @@ Status Communicator::begin_rehome(Agreement& ag) {
     }
   }
   if (home == apps_.size()) return Status::unavailable("no aggregator left");
+  ag.home_index = home;
   const Appliance& old = *apps_[i];
   ag.home = std::make_unique<Appliance>();
   Appliance& a = *ag.home;

@@ -273,6 +273,7 @@ class Communicator {
   Result<bool> advance_failover(Agreement& ag);
   Status failover_failed(const Agreement& ag, const Status& why);
   void notice_lost();
+  void give_up(Appliance& a, std::string reason);
   Status all_lost(const std::string& tried) const;
   Status give_up_agreed_lost(Agreement& ag);
   Status begin_rehome(Agreement& ag);
