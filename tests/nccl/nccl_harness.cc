@@ -226,7 +226,13 @@ struct ChunkStream {
   size_t post_limit = SIZE_MAX;  // no chunk at or past this is posted (the failover mode's hold)
 
   ChunkStream(const Case& cs, int r, int n, char* send, char* recv, void* smh, void* rmh)
-      : c(cs), rank(r), nranks(n), send_region(send), recv_region(recv), send_mh(smh), recv_mh(rmh),
+      : c(cs),
+        rank(r),
+        nranks(n),
+        send_region(send),
+        recv_region(recv),
+        send_mh(smh),
+        recv_mh(rmh),
         steps((cs.elements + cs.chunk - 1) / cs.chunk) {}
   bool finished() const { return done == steps; }
 };
@@ -263,7 +269,8 @@ void advance(CollApi& api, void* comm, ChunkStream& st) {
   for (size_t i = 0; i < st.counts[slot]; ++i)
     store(c.dtype, want.data(), i, expected(c.op, st.nranks, first + i, c.modulus));
   const char* got = st.recv_region + static_cast<size_t>(slot) * slot_bytes;
-  for (size_t i = 0; i < st.counts[slot]; ++i) st.wrong += std::memcmp(got + i * elem, want.data() + i * elem, elem) != 0;
+  for (size_t i = 0; i < st.counts[slot]; ++i)
+    st.wrong += std::memcmp(got + i * elem, want.data() + i * elem, elem) != 0;
   void* flush = nullptr;
   NCCL_OK(api.iflush(comm, st.recv_region + static_cast<size_t>(slot) * slot_bytes,
                      static_cast<int>(st.counts[slot] * elem), st.recv_mh, &flush));
@@ -749,7 +756,8 @@ int main(int argc, char** argv) {
   sumcast::cli::setup(app);
   app.add_option("--plugin", plugin, "the plugin to dlopen")->type_name("SO")->required();
   app.add_option("--abi", abi, "the plugin ABI version to drive")->check(CLI::Range(8, 12))->required();
-  app.add_option("--mode", mode, "what to drive: a collective (collnet), ncclNet (net), a failed setup, or a failover (failover)")
+  app.add_option("--mode", mode,
+                 "what to drive: a collective (collnet), ncclNet (net), a failed setup, or a failover (failover)")
       ->check(CLI::IsMember({"collnet", "net", "setupfail", "failover"}))
       ->required();
   app.add_option("--rank", rank, "this process's rank (< --nranks)")->check(CLI::NonNegativeNumber)->required();
@@ -763,9 +771,9 @@ int main(int argc, char** argv) {
   if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
   if (rank >= nranks || (mode == "setupfail" && expect.empty()) || (mode == "failover" && hold.empty())) {
     std::fprintf(stderr, "nccl_harness: %s\nrun nccl_harness --help for the options\n",
-                 rank >= nranks             ? "--rank must be below --nranks"
+                 rank >= nranks        ? "--rank must be below --nranks"
                  : mode == "setupfail" ? "--mode setupfail needs --expect"
-                                            : "--mode failover needs --hold");
+                                       : "--mode failover needs --hold");
     return sumcast::cli::kExitUsage;
   }
   g_rank = rank;

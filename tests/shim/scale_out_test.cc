@@ -423,31 +423,57 @@ TEST(FailoverLiveness, ALateRankIsNoLoss) {
   EXPECT_GT(probes, 0u);  // the others did probe while rank 3 was away
 }
 
+// Runs `stop` on a thread of its own once fire() was called (by a transport, mid-call). finish()
+// fires it if nothing did (a failure before) and joins.
+class StopOnFire {
+ public:
+  explicit StopOnFire(std::function<void()> stop)
+      : stop_(std::move(stop)), thread_([this] {
+          go_f_.wait();
+          stop_();
+        }) {}
+  ~StopOnFire() { finish(); }
+  void fire() {
+    if (!fired_.exchange(true)) go_.set_value();
+  }
+  void finish() {
+    fire();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::promise<void> go_;
+  std::future<void> go_f_ = go_.get_future();
+  std::atomic<bool> fired_{false};
+  std::function<void()> stop_;
+  std::thread thread_;
+};
+
+// Two aggregators, no hosts; failures must come from a stopped one, not a job timeout.
+std::vector<std::unique_ptr<embedded::Service>> two_services() {
+  std::vector<std::unique_ptr<embedded::Service>> services;
+  for (int x = 0; x < 2; ++x) {
+    embedded::ServiceOptions so;
+    so.job_timeout_ms = 60000;
+    services.push_back(start_service(so));
+  }
+  return services;
+}
+
 // Past failover's bounds the calls fail, naming what was lost: two aggregators (no hosts), the
 // first stopped mid-call with failover_max 0, or both stopped.
 class FailoverBounds : public ::testing::TestWithParam<bool> {};
 
 TEST_P(FailoverBounds, TheCallFailsNamingWhatWasLost) {
   const bool both = GetParam();
-  std::vector<std::unique_ptr<embedded::Service>> services;
-  for (int x = 0; x < 2; ++x) {
-    embedded::ServiceOptions so;
-    so.job_timeout_ms = 60000;
-    services.push_back(start_service(so));
-    ASSERT_TRUE(services.back());
-  }
+  std::vector<std::unique_ptr<embedded::Service>> services = two_services();
+  for (const auto& sv : services) ASSERT_TRUE(sv);
   const std::string first = services[0]->control_address(), second = services[1]->control_address();
-  std::promise<void> go;
-  std::future<void> go_f = go.get_future();
-  std::atomic<bool> fired{false};
-  auto fire = [&] {
-    if (!fired.exchange(true)) go.set_value();
-  };
-  std::thread stopper([&] {
-    go_f.wait();
+  StopOnFire stopper([&] {
     services[0]->stop();
     if (both) services[1]->stop();
   });
+  auto fire = [&] { stopper.fire(); };
   std::vector<Status> results(kWorld);
   std::vector<bool> all_lost(kWorld, false);
   run_ranks(kWorld, [&](int rank) {
@@ -476,8 +502,7 @@ TEST_P(FailoverBounds, TheCallFailsNamingWhatWasLost) {
     results[static_cast<size_t>(rank)] = st;
     all_lost[static_cast<size_t>(rank)] = (*comm)->every_aggregator_lost();
   });
-  fire();
-  stopper.join();
+  stopper.finish();
   for (int r = 0; r < kWorld; ++r) {
     const Status& st = results[static_cast<size_t>(r)];
     EXPECT_FALSE(st.ok()) << "rank " << r;
@@ -506,24 +531,11 @@ INSTANTIATE_TEST_SUITE_P(Bounds, FailoverBounds, ::testing::Values(false, true),
 TEST(FailoverLanes, TwoLanesOnOneThreadFailOverInOppositeOrders) {
   constexpr int kRanks = 2;
   constexpr int kLanes = 2;
-  std::vector<std::unique_ptr<embedded::Service>> services;
-  for (int x = 0; x < 2; ++x) {
-    embedded::ServiceOptions so;
-    so.job_timeout_ms = 60000;
-    services.push_back(start_service(so));
-    ASSERT_TRUE(services.back());
-  }
+  std::vector<std::unique_ptr<embedded::Service>> services = two_services();
+  for (const auto& sv : services) ASSERT_TRUE(sv);
   const std::string lost = services[0]->control_address();
-  std::promise<void> go;
-  std::future<void> go_f = go.get_future();
-  std::atomic<bool> fired{false};
-  auto fire = [&] {
-    if (!fired.exchange(true)) go.set_value();
-  };
-  std::thread stopper([&] {
-    go_f.wait();
-    services[0]->stop();
-  });
+  StopOnFire stopper([&] { services[0]->stop(); });
+  auto fire = [&] { stopper.fire(); };
   const size_t count = size_t{1} << 16;  // 256 packets per rank, lane and call
   const int calls = 6;
   std::vector<std::string> errors(kRanks * kLanes);
@@ -590,8 +602,7 @@ TEST(FailoverLanes, TwoLanesOnOneThreadFailOverInOppositeOrders) {
     }
     done.arrive_and_wait();  // no rank leaves a job another still retransmits on
   });
-  fire();  // never fired (a failure above): unblock the stopper
-  stopper.join();
+  stopper.finish();
   for (size_t x = 0; x < errors.size(); ++x) {
     const std::string who = "rank " + std::to_string(x / kLanes) + " lane " + std::to_string(x % kLanes);
     EXPECT_EQ(errors[x], "") << who;

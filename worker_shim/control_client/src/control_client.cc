@@ -193,7 +193,6 @@ struct ControlClient::Impl {
   }
 };
 
-
 Result<bool> ControlClient::Impl::auth_reply(const Incoming& m) {
   switch (m.hdr.type) {
     case w::ControlType::kAuthOk:
@@ -317,9 +316,9 @@ Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string&
     auto done = client->advance_connect();
     if (!done.ok()) return done.status();
     if (*done) return client;
-    const std::string late = s.phase == Impl::Phase::kConnecting
-                                 ? "control: connect " + s.where + " timed out after " + std::to_string(timeout_ms) + " ms"
-                                 : "control: no AUTH_OK from " + s.where + " in time";
+    const std::string late = s.phase == Impl::Phase::kConnecting ? "control: connect " + s.where + " timed out after " +
+                                                                       std::to_string(timeout_ms) + " ms"
+                                                                 : "control: no AUTH_OK from " + s.where + " in time";
     SUMCAST_RETURN_IF_ERROR(s.wait_io(client->poll_events(), deadline, late));
   }
 }
@@ -331,8 +330,8 @@ Status ControlClient::start_register(const RegisterRequest& req) {
   if (s.job_id != 0)
     return Status::invalid_argument("control: this connection already holds job " + std::to_string(s.job_id));
   if (s.phase != Impl::Phase::kReady) {
-    return Status::invalid_argument("control: the connection to " + s.where + " is not ready to register (waiting for " +
-                                    waiting_for() + ")");
+    return Status::invalid_argument("control: the connection to " + s.where +
+                                    " is not ready to register (waiting for " + waiting_for() + ")");
   }
   w::RegisterMsg m;
   m.world_size = req.world_size;
@@ -380,6 +379,7 @@ Result<JobGrant> ControlClient::register_rank(const RegisterRequest& req, uint32
     Status st = s.wait_io(poll_events(), deadline, "control: no GRANT from " + s.where + " in time");
     if (!st.ok()) {
       if (st.code() != StatusCode::kTimeout) s.sticky = st;
+      s.phase = Impl::Phase::kReady;  // given up waiting: the caller may register again (the appliance decides)
       return st;
     }
   }

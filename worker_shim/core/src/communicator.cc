@@ -404,8 +404,8 @@ Status Communicator::begin_register(Appliance& a, const std::string& job_name, u
 Result<bool> Communicator::advance_register(Appliance& a) {
   const CommConfig& c = config_;
   const uint64_t now = now_ns();
-  const std::string registering =
-      "appliance " + a.address + ": registering rank " + std::to_string(c.rank) + " of job '" + a.join.req.job_name + "': ";
+  const std::string registering = "appliance " + a.address + ": registering rank " + std::to_string(c.rank) +
+                                  " of job '" + a.join.req.job_name + "': ";
   if (!a.join.requested) {
     auto up = a.control->advance_connect();
     if (!up.ok()) return Status(up.status().code(), "appliance " + a.address + ": " + up.status().message());
@@ -1097,10 +1097,7 @@ Result<bool> Communicator::advance_failover(Agreement& ag) {
         auto up = ag.comm->advance_create();
         if (!up.ok()) return up.status();
         if (!*up) return false;
-        ag.agreed.assign(ag.mine.size(), 0);
-        auto id = ag.comm->start_allreduce(ag.mine.data(), ag.agreed.data(), ag.mine.size());
-        if (!id.ok()) return id.status();
-        ag.request = *id;
+        SUMCAST_RETURN_IF_ERROR(agree_on_mine(ag));
         ag.step = Agreement::Step::kWhoIsLost;
         break;
       }
@@ -1110,10 +1107,7 @@ Result<bool> Communicator::advance_failover(Agreement& ag) {
         if (!st.ok()) return st;
         ag.alive = ag.agreed;
         SUMCAST_RETURN_IF_ERROR(give_up_agreed_lost(ag));
-        ag.agreed.assign(ag.mine.size(), 0);
-        auto id = ag.comm->start_allreduce(ag.mine.data(), ag.agreed.data(), ag.mine.size());
-        if (!id.ok()) return id.status();
-        ag.request = *id;
+        SUMCAST_RETURN_IF_ERROR(agree_on_mine(ag));
         ag.step = Agreement::Step::kFirstRounds;
         break;
       }
@@ -1139,6 +1133,15 @@ Result<bool> Communicator::advance_failover(Agreement& ag) {
       }
     }
   }
+}
+
+// Starts the agreement job's all-reduce of ag.mine into ag.agreed (ag.request).
+Status Communicator::agree_on_mine(Agreement& ag) {
+  ag.agreed.assign(ag.mine.size(), 0);
+  auto id = ag.comm->start_allreduce(ag.mine.data(), ag.agreed.data(), ag.mine.size());
+  if (!id.ok()) return id.status();
+  ag.request = *id;
+  return {};
 }
 
 // The union of what the ranks declared lost is in ag.alive: this rank gives up the aggregators
@@ -1203,8 +1206,9 @@ Status Communicator::rehome(Agreement& ag) {
   std::unique_ptr<Appliance> na = std::move(ag.home);
   Appliance& a = *na;
   const uint32_t chunk_bytes = old.chunk_elems * static_cast<uint32_t>(elem_size_);
-  const std::vector<int32_t> first_rounds(ag.agreed.begin() + static_cast<std::ptrdiff_t>(ag.rounds_at),
-                                          ag.agreed.begin() + static_cast<std::ptrdiff_t>(ag.rounds_at + old.slot_count));
+  const std::vector<int32_t> first_rounds(
+      ag.agreed.begin() + static_cast<std::ptrdiff_t>(ag.rounds_at),
+      ag.agreed.begin() + static_cast<std::ptrdiff_t>(ag.rounds_at + old.slot_count));
   ag.rounds_at += old.slot_count;
   const uint32_t epoch = ag.epoch;
   const uint64_t t0 = ag.t0;

@@ -1,7 +1,5 @@
 #include "runtime.h"
 
-#include "sumcast/mpi/fallback.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+
+#include "sumcast/mpi/fallback.h"
 
 namespace sumcast::mpi {
 namespace {
@@ -468,7 +468,8 @@ Status Runtime::fall_back(Plan& plan, const void* send, void* recv, const Status
     for (int64_t off = 0; off < plan.count; off += kPiece) {
       const int len = static_cast<int>(std::min(kPiece, plan.count - off));
       auto* r = static_cast<uint8_t*>(recv) + static_cast<size_t>(off) * esize;
-      const void* sp = send == recv ? MPI_IN_PLACE : static_cast<const uint8_t*>(send) + static_cast<size_t>(off) * esize;
+      const void* sp =
+          send == recv ? MPI_IN_PLACE : static_cast<const uint8_t*>(send) + static_cast<size_t>(off) * esize;
       if (pmpi.Allreduce(sp, r, len, plan.datatype, plan.mpi_op, plan.comm) != MPI_SUCCESS) {
         return Status::internal(what + ": PMPI_Allreduce failed");
       }
@@ -477,13 +478,13 @@ Status Runtime::fall_back(Plan& plan, const void* send, void* recv, const Status
   cs.fallback = true;
   stats_.fell_back(copied);
   if (cs.rank == root) {
-    std::fprintf(stderr,
-                 "sumcast-mpi: every appliance lost on a communicator of %d ranks (%s); this call and the later ones go "
-                 "to MPI%s\n",
-                 cs.size, why.message().c_str(),
-                 roles.behind || roles.most != roles.least
-                     ? " (the ranks one call behind got that call's result from this rank)"
-                     : "");
+    std::fprintf(
+        stderr,
+        "sumcast-mpi: every appliance lost on a communicator of %d ranks (%s); this call and the later ones go "
+        "to MPI%s\n",
+        cs.size, why.message().c_str(),
+        roles.behind || roles.most != roles.least ? " (the ranks one call behind got that call's result from this rank)"
+                                                  : "");
     std::fflush(stderr);
   }
   return {};

@@ -144,8 +144,9 @@ void log_failovers(Lane* lane) {
   const auto& log = lane->comm->failovers();
   for (; lane->failovers_logged < log.size(); ++lane->failovers_logged) {
     const shim::FailoverEvent& e = log[lane->failovers_logged];
-    SUMCAST_NCCL_INFO(abi::NCCL_NET, "CollNet job %s: failover %u: %s lost (%s); its range moved to %s in %" PRIu64
-                      " ms, %" PRIu64 " chunks replayed",
+    SUMCAST_NCCL_INFO(abi::NCCL_NET,
+                      "CollNet job %s: failover %u: %s lost (%s); its range moved to %s in %" PRIu64 " ms, %" PRIu64
+                      " chunks replayed",
                       lane->job.c_str(), e.epoch, e.lost.c_str(), e.reason.c_str(), e.new_home.c_str(), e.ms,
                       e.replayed);
   }

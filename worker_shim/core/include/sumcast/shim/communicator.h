@@ -276,6 +276,7 @@ class Communicator {
   void give_up(Appliance& a, std::string reason);
   Status all_lost(const std::string& tried) const;
   Status give_up_agreed_lost(Agreement& ag);
+  Status agree_on_mine(Agreement& ag);
   Status begin_rehome(Agreement& ag);
   Status rehome(Agreement& ag);
   bool failover_enabled() const;
