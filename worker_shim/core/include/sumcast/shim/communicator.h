@@ -68,7 +68,10 @@
 // have completed round r + 1 while another lacks round r, so every needed round is in every
 // rank's slot). A result a rank already holds is never written again. failover_max failovers per
 // communicator, each within failover_timeout_ms; past that, or with no aggregator left, the
-// communicator fails with an error naming what was lost and why.
+// communicator fails with an error naming what was lost and why (every_aggregator_lost() tells
+// the second case). Nothing in a failover blocks: the agreement and the new home's registration
+// are steps that allreduce(), test() and wait() move on (non-blocking control connections), so
+// one thread can drive several communicators through their failovers in any order.
 //
 // Failure. A chunk not answered after `retries` retransmissions, no result from an appliance for
 // op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path), or
