@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -211,6 +213,60 @@ TEST(ControlClient, RegisterSendsEveryFieldAndReturnsTheGrant) {
   EXPECT_EQ(r->core_qpns, g.core_qpns);
   EXPECT_EQ(r->multicast, g.multicast);
   EXPECT_EQ(r->multicast_ip, g.multicast_ip);
+}
+
+// The non-blocking steps (what a failover drives from progress calls): connect, HELLO/AUTH_OK
+// and REGISTER move on only as the appliance answers; while it holds the grant back (as it does
+// until every rank registered), advance_register() says "not yet" instead of waiting.
+TEST(ControlClient, NonBlockingStepsWaitForNothing) {
+  std::promise<void> release;
+  std::future<void> released = release.get_future();
+  std::atomic<bool> registered{false};
+  ScriptedAppliance a([&](RawSocket& s) {
+    accept_hello(s);
+    wire::RegisterMsg seen;
+    ASSERT_TRUE(s.read_as(&seen, kWait));
+    registered = true;
+    ASSERT_EQ(released.wait_for(kWait), std::future_status::ready);
+    ASSERT_TRUE(s.send_msg(sample_grant()));
+  });
+  auto started = ControlClient::start_connect("127.0.0.1", a.port(), kToken);
+  ASSERT_TRUE(started.ok()) << started.status().to_string();
+  ControlClient& c = **started;
+  const auto until = Clock::now() + kWait;
+  auto wait_io = [&] {
+    pollfd p{c.fd(), c.poll_events(), 0};
+    ASSERT_GE(::poll(&p, 1, 100), 0);
+    ASSERT_LT(Clock::now(), until) << "waiting for " << c.waiting_for();
+  };
+  for (;;) {
+    auto up = c.advance_connect();
+    ASSERT_TRUE(up.ok()) << up.status().to_string();
+    if (*up) break;
+    wait_io();
+  }
+  ASSERT_TRUE(c.start_register(sample_request()).ok());
+  EXPECT_FALSE(c.start_register(sample_request()).ok()) << "a second REGISTER while one waits";
+  // Until the appliance read it, and while it holds the grant: no grant, and no blocking.
+  while (!registered) {
+    auto g = c.advance_register();
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    ASSERT_FALSE(g->has_value());
+    wait_io();
+  }
+  auto g = c.advance_register();
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(g->has_value());
+  EXPECT_NE(c.waiting_for().find("the grant of rank"), std::string::npos) << c.waiting_for();
+  release.set_value();
+  for (;;) {
+    g = c.advance_register();
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    if (g->has_value()) break;
+    wait_io();
+  }
+  EXPECT_EQ((*g)->job_id, sample_grant().job_id);
+  EXPECT_EQ(c.waiting_for(), "nothing");
 }
 
 TEST(ControlClient, RefuseTextReachesTheCaller) {

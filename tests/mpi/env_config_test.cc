@@ -160,6 +160,8 @@ TEST(EnvConfig, FingerprintCoversExactlyTheSharedSettings) {
   EXPECT_NE(base, fp({{"SUMCAST_MPI_ENABLE", "0"}}));
   EXPECT_NE(base, fp({{"SUMCAST_MPI_DEVICE_BUFFERS", "mpi"}}));
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_DEVICE_BUFFERS", "stage"}}));  // the default
+  EXPECT_NE(base, fp({{"SUMCAST_MPI_FAILOVER_FALLBACK", "mpi"}}));
+  EXPECT_EQ(base, fp({{"SUMCAST_MPI_FAILOVER_FALLBACK", "error"}}));  // the default
   // Per-rank settings may differ.
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_STATS", "2"}}));
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_BIND", "eth0"}}));
@@ -176,6 +178,18 @@ TEST(EnvConfig, DeviceBuffersIsStageOrMpi) {
   auto lc = load(env);
   ASSERT_FALSE(lc.status.ok());
   EXPECT_NE(lc.status.message().find("SUMCAST_MPI_DEVICE_BUFFERS='gpu': must be stage or mpi"), std::string::npos)
+      << lc.status.message();
+}
+
+TEST(EnvConfig, FailoverFallbackIsErrorOrMpi) {
+  std::map<std::string, std::string> env = {{"SUMCAST_MPI_APPLIANCES", "a:1"}};
+  EXPECT_FALSE(load(env).config.fallback_mpi);
+  env["SUMCAST_MPI_FAILOVER_FALLBACK"] = "mpi";
+  EXPECT_TRUE(load(env).config.fallback_mpi);
+  env["SUMCAST_MPI_FAILOVER_FALLBACK"] = "pmpi";
+  auto lc = load(env);
+  ASSERT_FALSE(lc.status.ok());
+  EXPECT_NE(lc.status.message().find("SUMCAST_MPI_FAILOVER_FALLBACK='pmpi': must be error or mpi"), std::string::npos)
       << lc.status.message();
 }
 

@@ -51,6 +51,25 @@ TEST(Stats, TextNamesEachUsedCallAndEveryReason) {
   EXPECT_NE(t.find("datatype 1"), std::string::npos) << t;
 }
 
+TEST(Stats, FallbackToMpiIsCountedAndSaid) {
+  Stats s;
+  EXPECT_EQ(Stats::format(s.snapshot(), "rank 0").find("every appliance lost"), std::string::npos)
+      << "no fallback, no line";
+  s.fell_back(false);
+  s.fell_back(true);
+  s.passed(CallKind::kAllreduce, PassReason::kFallback, 64, 1);
+  const auto v = s.snapshot();
+  EXPECT_EQ(v[Stats::kFallbackField], 2u);
+  EXPECT_EQ(v[Stats::kFallbackCallsField], 2u);
+  EXPECT_EQ(v[Stats::kFallbackCopiedField], 1u);
+  const std::string t = Stats::format(v, "rank 0");
+  EXPECT_NE(t.find("every appliance lost: 2 communicator(s) fell back to MPI; calls in flight completed by MPI 2, of "
+                   "them from another rank's result 1"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("fallback 1"), std::string::npos) << t;
+}
+
 TEST(Stats, IntranodePlanStagesAndBytesPerLink) {
   Stats s;
   EXPECT_EQ(Stats::format(s.snapshot(), "rank 0").find("intra-node plan"), std::string::npos)

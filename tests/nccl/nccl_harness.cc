@@ -1,8 +1,8 @@
 // nccl_harness: one rank of a multi-process test of libnccl-net-sumcast.so, driving it exactly as
 // NCCL does (plugin_api.h: dlopen, dlsym by ABI version), with every result checked exactly.
 //
-//   nccl_harness --plugin SO --abi 8..12 --mode collnet|net|setupfail --rank R --nranks N
-//                --bootstrap PATH [--expect down|token|full] [--timeout S]
+//   nccl_harness --plugin SO --abi 8..12 --mode collnet|net|setupfail|failover --rank R --nranks N
+//                --bootstrap PATH [--expect down|token|full] [--hold PATH [--hold-after N]] [--timeout S]
 //
 // collnet: init with a logger (v11+: a context per communicator), devices, getProperties (host
 //   memory only; v9+ size limits in NCCL's accepted range (0, 1 TiB]; v11+/v12 fields), the
@@ -23,6 +23,9 @@
 //   connect must return an error with no comm and exactly one WARN naming the cause; for full,
 //   a first communicator takes the appliance's only job and a second one is refused. Then the
 //   net mode runs, as NCCL goes on over the ncclNet.
+// failover: CollNet over two appliances, one lost mid-run (the script kills or stops it while
+//   rank 0 holds, see run_failover): three lanes driven from one thread, every chunk exact, no
+//   error and no WARN; the plugin's closeColl line reports each lane's failover.
 // Exit status 0 when every check passed; each failure prints a line naming what differed.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -201,61 +204,95 @@ void wait_request(CollApi& api, void* req, int* size, const char* what) {
   }
 }
 
-void run_allreduce_case(CollApi& api, void* comm, const Case& c, int rank, int nranks, char* send_region,
-                        char* recv_region, void* send_mh, void* recv_mh) {
-  const size_t elem = dtype_size(c.dtype);
-  const size_t slot_bytes = c.chunk * elem;
-  const size_t steps = (c.elements + c.chunk - 1) / c.chunk;
+// One chunked all-reduce as NCCL's proxy issues it: kSteps slots of a staging region, a chunk
+// posted while a slot is free (a NULL request retried later), the oldest tested, each verified
+// and flushed. advance() does one round of that without blocking, so that several streams (the
+// plugin's lanes) can be driven from one thread.
+struct ChunkStream {
+  Case c;
+  int rank = 0;
+  int nranks = 0;
+  char* send_region = nullptr;
+  char* recv_region = nullptr;
+  void* send_mh = nullptr;
+  void* recv_mh = nullptr;
   void* requests[kSteps] = {};
   size_t counts[kSteps] = {};
+  size_t steps = 0;
   size_t posted = 0;
   size_t done = 0;
   size_t wrong = 0;
   size_t retries = 0;
-  while (done < steps) {
-    check_deadline("all-reduce chunks");
-    if (posted < steps && posted < done + kSteps) {  // NCCL's proxy: post while a slot is free
-      const int slot = static_cast<int>(posted % kSteps);
-      const size_t first = posted * c.chunk;
-      const size_t count = std::min(c.chunk, c.elements - first);
-      char* s = send_region + static_cast<size_t>(slot) * slot_bytes;
-      for (size_t i = 0; i < count; ++i) store(c.dtype, s, i, contribution(rank, first + i, c.modulus));
-      std::memset(recv_region + static_cast<size_t>(slot) * slot_bytes, 0xee, count * elem);
-      NCCL_OK(api.iallreduce(comm, s, recv_region + static_cast<size_t>(slot) * slot_bytes, count, c.dtype, c.op,
-                             send_mh, recv_mh, &requests[slot]));
-      if (requests[slot] != nullptr) {
-        counts[slot] = count;
-        ++posted;
-      } else {
-        ++retries;  // no free request: NCCL retries the same call later
-      }
-    }
-    const int slot = static_cast<int>(done % kSteps);
-    if (done < posted) {
-      int finished = 0;
-      int size = -1;
-      NCCL_OK(api.test(requests[slot], &finished, &size));
-      if (finished) {
-        CHECK(size == static_cast<int>(counts[slot] * elem), "test size %d, want %zu", size, counts[slot] * elem);
-        const size_t first = done * c.chunk;
-        std::vector<char> want(counts[slot] * elem);
-        for (size_t i = 0; i < counts[slot]; ++i)
-          store(c.dtype, want.data(), i, expected(c.op, nranks, first + i, c.modulus));
-        const char* got = recv_region + static_cast<size_t>(slot) * slot_bytes;
-        for (size_t i = 0; i < counts[slot]; ++i)
-          wrong += std::memcmp(got + i * elem, want.data() + i * elem, elem) != 0;
-        void* flush = nullptr;
-        NCCL_OK(api.iflush(comm, recv_region + static_cast<size_t>(slot) * slot_bytes,
-                           static_cast<int>(counts[slot] * elem), recv_mh, &flush));
-        if (flush != nullptr) wait_request(api, flush, nullptr, "iflush");
-        requests[slot] = nullptr;
-        ++done;
-      }
+  size_t post_limit = SIZE_MAX;  // no chunk at or past this is posted (the failover mode's hold)
+
+  ChunkStream(const Case& cs, int r, int n, char* send, char* recv, void* smh, void* rmh)
+      : c(cs),
+        rank(r),
+        nranks(n),
+        send_region(send),
+        recv_region(recv),
+        send_mh(smh),
+        recv_mh(rmh),
+        steps((cs.elements + cs.chunk - 1) / cs.chunk) {}
+  bool finished() const { return done == steps; }
+};
+
+void advance(CollApi& api, void* comm, ChunkStream& st) {
+  const Case& c = st.c;
+  const size_t elem = dtype_size(c.dtype);
+  const size_t slot_bytes = c.chunk * elem;
+  if (st.posted < std::min(st.steps, st.post_limit) && st.posted < st.done + kSteps) {
+    const int slot = static_cast<int>(st.posted % kSteps);
+    const size_t first = st.posted * c.chunk;
+    const size_t count = std::min(c.chunk, c.elements - first);
+    char* s = st.send_region + static_cast<size_t>(slot) * slot_bytes;
+    for (size_t i = 0; i < count; ++i) store(c.dtype, s, i, contribution(st.rank, first + i, c.modulus));
+    std::memset(st.recv_region + static_cast<size_t>(slot) * slot_bytes, 0xee, count * elem);
+    NCCL_OK(api.iallreduce(comm, s, st.recv_region + static_cast<size_t>(slot) * slot_bytes, count, c.dtype, c.op,
+                           st.send_mh, st.recv_mh, &st.requests[slot]));
+    if (st.requests[slot] != nullptr) {
+      st.counts[slot] = count;
+      ++st.posted;
+    } else {
+      ++st.retries;  // no free request: NCCL retries the same call later
     }
   }
-  CHECK(wrong == 0, "dtype %d op %d: %zu of %zu elements wrong", c.dtype, c.op, wrong, c.elements);
+  const int slot = static_cast<int>(st.done % kSteps);
+  if (st.done >= st.posted) return;
+  int finished = 0;
+  int size = -1;
+  NCCL_OK(api.test(st.requests[slot], &finished, &size));
+  if (!finished) return;
+  CHECK(size == static_cast<int>(st.counts[slot] * elem), "test size %d, want %zu", size, st.counts[slot] * elem);
+  const size_t first = st.done * c.chunk;
+  std::vector<char> want(st.counts[slot] * elem);
+  for (size_t i = 0; i < st.counts[slot]; ++i)
+    store(c.dtype, want.data(), i, expected(c.op, st.nranks, first + i, c.modulus));
+  const char* got = st.recv_region + static_cast<size_t>(slot) * slot_bytes;
+  for (size_t i = 0; i < st.counts[slot]; ++i)
+    st.wrong += std::memcmp(got + i * elem, want.data() + i * elem, elem) != 0;
+  void* flush = nullptr;
+  NCCL_OK(api.iflush(comm, st.recv_region + static_cast<size_t>(slot) * slot_bytes,
+                     static_cast<int>(st.counts[slot] * elem), st.recv_mh, &flush));
+  if (flush != nullptr) wait_request(api, flush, nullptr, "iflush");
+  st.requests[slot] = nullptr;
+  ++st.done;
+}
+
+void report(const ChunkStream& st) {
+  CHECK(st.wrong == 0, "dtype %d op %d: %zu of %zu elements wrong", st.c.dtype, st.c.op, st.wrong, st.c.elements);
   std::printf("[rank %d] iallreduce dtype %d op %d: %zu elements in %zu chunks exact (%zu NULL-request retries)\n",
-              rank, c.dtype, c.op, c.elements, steps, retries);
+              st.rank, st.c.dtype, st.c.op, st.c.elements, st.steps, st.retries);
+}
+
+void run_allreduce_case(CollApi& api, void* comm, const Case& c, int rank, int nranks, char* send_region,
+                        char* recv_region, void* send_mh, void* recv_mh) {
+  ChunkStream st(c, rank, nranks, send_region, recv_region, send_mh, recv_mh);
+  while (!st.finished()) {
+    check_deadline("all-reduce chunks");
+    advance(api, comm, st);
+  }
+  report(st);
 }
 
 void run_allgather(CollApi& api, void* comm, int rank, int nranks) {
@@ -624,30 +661,119 @@ void run_setupfail(Plugin& p, Bootstrap& boot, int rank, int nranks, const std::
   run_net(p, boot, rank, nranks);  // NCCL goes on over the plugin's ncclNet
 }
 
+// CollNet across the loss of an appliance (SUMCAST_APPLIANCES lists two; the script kills or
+// stops one mid-run): three lanes of the plugin (its communicators per dtype and op), each a
+// chunked all-reduce stream with kSteps calls in flight, all driven from this one thread with
+// their posts and tests interleaved as NCCL's proxy does; rank r begins each sweep at lane
+// r mod 3, so the ranks meet the lanes' failovers in different orders. Rank 0 posts no chunk past
+// `hold_after` of each lane until HOLD.go exists (it keeps testing what is outstanding) and says
+// so by creating HOLD.ready: the script loses the appliance then, with the other ranks' chunks
+// outstanding. Every chunk exact, every call ncclSuccess, no WARN (a failover is no error).
+void run_failover(Plugin& p, Bootstrap& boot, int rank, int nranks, const std::string& hold, size_t hold_after) {
+  CollApi& api = p.coll;
+  NCCL_OK(api.init(logger));
+  int ndev = 0;
+  NCCL_OK(api.devices(&ndev));
+  CHECK(ndev >= 1, "CollNet devices %d (is SUMCAST_APPLIANCES set?)", ndev);
+  if (ndev < 1) return;
+  void* comm = nullptr;
+  NCCL_OK(connect_collnet(api, boot, rank, nranks, &comm));
+  CHECK(comm != nullptr, "connect returned no comm");
+  if (comm == nullptr) return;
+  const Case cases[] = {
+      {ncclFloat32, ncclSum, 48 * 16384, 16384, 1000},
+      {ncclInt32, ncclSum, 48 * 8192, 8192, 1 << 20},
+      {ncclFloat32, ncclMax, 48 * 8192, 8192, 1000},
+  };
+  constexpr size_t kLanes = sizeof(cases) / sizeof(cases[0]);
+  std::vector<std::vector<char>> regions;
+  std::vector<void*> handles;
+  std::vector<ChunkStream> streams;
+  for (const Case& c : cases) {
+    const size_t bytes = size_t{kSteps} * c.chunk * dtype_size(c.dtype);
+    regions.emplace_back(bytes);
+    regions.emplace_back(bytes);
+    void* smh = nullptr;
+    void* rmh = nullptr;
+    NCCL_OK(api.reg_mr(comm, regions[regions.size() - 2].data(), bytes, NCCL_PTR_HOST, &smh));
+    NCCL_OK(api.reg_mr(comm, regions.back().data(), bytes, NCCL_PTR_HOST, &rmh));
+    handles.push_back(smh);
+    handles.push_back(rmh);
+    streams.emplace_back(c, rank, nranks, regions[regions.size() - 2].data(), regions.back().data(), smh, rmh);
+  }
+  const bool holder = rank == 0;
+  bool held = false;
+  if (holder) {
+    for (ChunkStream& st : streams) st.post_limit = hold_after;
+  }
+  const Clock::time_point t0 = Clock::now();
+  auto all_done = [&] {
+    for (const ChunkStream& st : streams) {
+      if (!st.finished()) return false;
+    }
+    return true;
+  };
+  while (!all_done()) {
+    check_deadline(held ? "the CollNet lanes, after the hold" : "the CollNet lanes");
+    for (size_t k = 0; k < kLanes; ++k) advance(api, comm, streams[(k + static_cast<size_t>(rank)) % kLanes]);
+    if (!holder || streams[0].post_limit == SIZE_MAX) continue;
+    bool reached = true;
+    for (const ChunkStream& st : streams) reached = reached && st.posted >= hold_after;
+    if (reached && !held) {
+      held = true;
+      std::FILE* f = std::fopen((hold + ".ready").c_str(), "w");
+      CHECK(f != nullptr, "cannot create %s.ready", hold.c_str());
+      if (f != nullptr) std::fclose(f);
+      std::printf("[rank %d] holding after %zu chunks per lane\n", rank, hold_after);
+      std::fflush(stdout);
+    }
+    if (held && access((hold + ".go").c_str(), F_OK) == 0) {
+      for (ChunkStream& st : streams) st.post_limit = SIZE_MAX;
+      std::printf("[rank %d] going on\n", rank);
+    }
+  }
+  for (const ChunkStream& st : streams) report(st);
+  CHECK(!holder || held, "rank 0 never held (hold_after %zu too large?)", hold_after);
+  CHECK(g_warnings == 0, "%d WARN lines across the failover, last '%s'", g_warnings, g_last_warning.c_str());
+  std::printf("[rank %d] failover: %zu lanes from one thread exact in %.1f s\n", rank, kLanes,
+              std::chrono::duration<double>(Clock::now() - t0).count());
+  boot.barrier();  // nobody leaves a job another still needs
+  for (void* h : handles) NCCL_OK(api.dereg_mr(comm, h));
+  NCCL_OK(api.close_coll(comm));
+  NCCL_OK(api.finalize());
+}
+
 }  // namespace
 }  // namespace sumcast::nccl_test
 
 int main(int argc, char** argv) {
   using namespace sumcast::nccl_test;  // NOLINT
-  std::string plugin, mode, boot_path, expect;
+  std::string plugin, mode, boot_path, expect, hold;
+  size_t hold_after = 16;
   int abi = 0, rank = -1, nranks = 0, timeout_s = 120;
   CLI::App app{"The NCCL plugin driven as NCCL drives it, one rank of N (tests/nccl/nccl_plugin_test.sh).",
                "nccl_harness"};
   sumcast::cli::setup(app);
   app.add_option("--plugin", plugin, "the plugin to dlopen")->type_name("SO")->required();
   app.add_option("--abi", abi, "the plugin ABI version to drive")->check(CLI::Range(8, 12))->required();
-  app.add_option("--mode", mode, "what to drive: a collective (collnet), ncclNet (net), or a failed setup")
-      ->check(CLI::IsMember({"collnet", "net", "setupfail"}))
+  app.add_option("--mode", mode,
+                 "what to drive: a collective (collnet), ncclNet (net), a failed setup, or a failover (failover)")
+      ->check(CLI::IsMember({"collnet", "net", "setupfail", "failover"}))
       ->required();
   app.add_option("--rank", rank, "this process's rank (< --nranks)")->check(CLI::NonNegativeNumber)->required();
   app.add_option("--nranks", nranks, "ranks in the job")->check(CLI::Range(2, 65535))->required();
   app.add_option("--bootstrap", boot_path, "the bootstrap file the ranks meet through")->type_name("PATH")->required();
   app.add_option("--timeout", timeout_s, "bound of the whole run, seconds")->check(CLI::PositiveNumber);
   app.add_option("--expect", expect, "setupfail: why the setup fails")->check(CLI::IsMember({"down", "token", "full"}));
+  app.add_option("--hold", hold, "failover: rank 0 creates PATH.ready when it holds, goes on once PATH.go exists")
+      ->type_name("PATH");
+  app.add_option("--hold-after", hold_after, "failover: chunks per lane before rank 0 holds")->check(CLI::Range(1, 47));
   if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
-  if (rank >= nranks || (mode == "setupfail" && expect.empty())) {
+  if (rank >= nranks || (mode == "setupfail" && expect.empty()) || (mode == "failover" && hold.empty())) {
     std::fprintf(stderr, "nccl_harness: %s\nrun nccl_harness --help for the options\n",
-                 rank >= nranks ? "--rank must be below --nranks" : "--mode setupfail needs --expect");
+                 rank >= nranks        ? "--rank must be below --nranks"
+                 : mode == "setupfail" ? "--mode setupfail needs --expect"
+                                       : "--mode failover needs --hold");
     return sumcast::cli::kExitUsage;
   }
   g_rank = rank;
@@ -659,6 +785,8 @@ int main(int argc, char** argv) {
       run_collnet(p, boot, rank, nranks);
     } else if (mode == "setupfail") {
       run_setupfail(p, boot, rank, nranks, expect);
+    } else if (mode == "failover") {
+      run_failover(p, boot, rank, nranks, hold, hold_after);
     } else {
       run_net(p, boot, rank, nranks);
     }

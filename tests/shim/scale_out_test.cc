@@ -5,6 +5,7 @@
 // it; with failover (docs/failover.md), every call completes with the exact sum.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -422,32 +423,59 @@ TEST(FailoverLiveness, ALateRankIsNoLoss) {
   EXPECT_GT(probes, 0u);  // the others did probe while rank 3 was away
 }
 
+// Runs `stop` on a thread of its own once fire() was called (by a transport, mid-call). finish()
+// fires it if nothing did (a failure before) and joins.
+class StopOnFire {
+ public:
+  explicit StopOnFire(std::function<void()> stop)
+      : stop_(std::move(stop)), thread_([this] {
+          go_f_.wait();
+          stop_();
+        }) {}
+  ~StopOnFire() { finish(); }
+  void fire() {
+    if (!fired_.exchange(true)) go_.set_value();
+  }
+  void finish() {
+    fire();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::promise<void> go_;
+  std::future<void> go_f_ = go_.get_future();
+  std::atomic<bool> fired_{false};
+  std::function<void()> stop_;
+  std::thread thread_;
+};
+
+// Two aggregators, no hosts; failures must come from a stopped one, not a job timeout.
+std::vector<std::unique_ptr<embedded::Service>> two_services() {
+  std::vector<std::unique_ptr<embedded::Service>> services;
+  for (int x = 0; x < 2; ++x) {
+    embedded::ServiceOptions so;
+    so.job_timeout_ms = 60000;
+    services.push_back(start_service(so));
+  }
+  return services;
+}
+
 // Past failover's bounds the calls fail, naming what was lost: two aggregators (no hosts), the
 // first stopped mid-call with failover_max 0, or both stopped.
 class FailoverBounds : public ::testing::TestWithParam<bool> {};
 
 TEST_P(FailoverBounds, TheCallFailsNamingWhatWasLost) {
   const bool both = GetParam();
-  std::vector<std::unique_ptr<embedded::Service>> services;
-  for (int x = 0; x < 2; ++x) {
-    embedded::ServiceOptions so;
-    so.job_timeout_ms = 60000;
-    services.push_back(start_service(so));
-    ASSERT_TRUE(services.back());
-  }
+  std::vector<std::unique_ptr<embedded::Service>> services = two_services();
+  for (const auto& sv : services) ASSERT_TRUE(sv);
   const std::string first = services[0]->control_address(), second = services[1]->control_address();
-  std::promise<void> go;
-  std::future<void> go_f = go.get_future();
-  std::atomic<bool> fired{false};
-  auto fire = [&] {
-    if (!fired.exchange(true)) go.set_value();
-  };
-  std::thread stopper([&] {
-    go_f.wait();
+  StopOnFire stopper([&] {
     services[0]->stop();
     if (both) services[1]->stop();
   });
+  auto fire = [&] { stopper.fire(); };
   std::vector<Status> results(kWorld);
+  std::vector<bool> all_lost(kWorld, false);
   run_ranks(kWorld, [&](int rank) {
     CommConfig c = base_config({services[0].get(), services[1].get()}, "bounds", static_cast<uint16_t>(rank), kWorld,
                                wire::Dtype::kFp32);
@@ -472,15 +500,17 @@ TEST_P(FailoverBounds, TheCallFailsNamingWhatWasLost) {
       st = (*comm)->allreduce(buf.data(), buf.data(), count);
     }
     results[static_cast<size_t>(rank)] = st;
+    all_lost[static_cast<size_t>(rank)] = (*comm)->every_aggregator_lost();
   });
-  fire();
-  stopper.join();
+  stopper.finish();
   for (int r = 0; r < kWorld; ++r) {
     const Status& st = results[static_cast<size_t>(r)];
     EXPECT_FALSE(st.ok()) << "rank " << r;
     EXPECT_NE(st.message().find(first + " lost"), std::string::npos) << "rank " << r << ": " << st.to_string();
+    EXPECT_EQ(all_lost[static_cast<size_t>(r)], both) << "rank " << r;  // what a fall-back looks for
     if (both) {
       EXPECT_NE(st.message().find(second + " lost"), std::string::npos) << st.to_string();
+      EXPECT_NE(st.message().find("every aggregator is lost"), std::string::npos) << st.to_string();
     } else {
       EXPECT_NE(st.message().find("failover_max 0"), std::string::npos) << st.to_string();
     }
@@ -491,6 +521,99 @@ INSTANTIATE_TEST_SUITE_P(Bounds, FailoverBounds, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? std::string("BothLost") : std::string("FailoverMaxZero");
                          });
+
+// Two communicators ("lanes", as the NCCL plugin drives several) from one thread per rank, over the
+// same two aggregators; the first is stopped mid-call, so each lane fails over. Rank 0 drives lane
+// A first, rank 1 lane B first, so each rank meets the lanes' failovers in the opposite order.
+// A failover that blocked its thread (as the agreement's second step and the re-registration once
+// did) would then hold rank 0 in lane A's agreement while rank 1 waits in lane B's: both stuck
+// until failover_timeout_ms, then failed. Made of progress steps, both lanes complete exactly.
+TEST(FailoverLanes, TwoLanesOnOneThreadFailOverInOppositeOrders) {
+  constexpr int kRanks = 2;
+  constexpr int kLanes = 2;
+  std::vector<std::unique_ptr<embedded::Service>> services = two_services();
+  for (const auto& sv : services) ASSERT_TRUE(sv);
+  const std::string lost = services[0]->control_address();
+  StopOnFire stopper([&] { services[0]->stop(); });
+  auto fire = [&] { stopper.fire(); };
+  const size_t count = size_t{1} << 16;  // 256 packets per rank, lane and call
+  const int calls = 6;
+  std::vector<std::string> errors(kRanks * kLanes);
+  std::vector<CommStats> stats(kRanks * kLanes);
+  std::vector<std::vector<FailoverEvent>> events(kRanks * kLanes);
+  Barrier done(kRanks);
+  run_ranks(kRanks, [&](int rank) {
+    std::vector<std::unique_ptr<Communicator>> lanes;
+    for (int l = 0; l < kLanes; ++l) {
+      CommConfig c = base_config({services[0].get(), services[1].get()}, "lane" + std::to_string(l),
+                                 static_cast<uint16_t>(rank), kRanks, wire::Dtype::kFp32);
+      c.failover_after_ms = 300;
+      c.op_timeout_ms = 20000;
+      c.failover_timeout_ms = 5000;  // what a blocking failover would wait for, then fail
+      if (rank == 0 && l == 0) {
+        c.wrap_transport = [&](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
+          return std::make_unique<Trigger>(std::move(t), 2 * 256 + 100, fire);  // in the third call
+        };
+      }
+      auto comm = Communicator::create(c);
+      if (!comm.ok()) {
+        errors[static_cast<size_t>(rank * kLanes + l)] = comm.status().to_string();
+        done.arrive_and_wait();
+        return;
+      }
+      lanes.push_back(std::move(comm).value());
+    }
+    for (int i = 1; i <= calls; ++i) {
+      std::vector<std::vector<uint8_t>> bufs(kLanes);
+      std::vector<uint64_t> ids(kLanes);
+      std::vector<bool> open(kLanes, false);
+      for (int l = 0; l < kLanes; ++l) {
+        bufs[static_cast<size_t>(l)] = make_input(wire::Dtype::kFp32, count, rank, i * kLanes + l);
+        auto id = lanes[static_cast<size_t>(l)]->start_allreduce(bufs[static_cast<size_t>(l)].data(),
+                                                                 bufs[static_cast<size_t>(l)].data(), count);
+        if (!id.ok()) {
+          errors[static_cast<size_t>(rank * kLanes + l)] = "call " + std::to_string(i) + ": " + id.status().to_string();
+          continue;
+        }
+        ids[static_cast<size_t>(l)] = *id;
+        open[static_cast<size_t>(l)] = true;
+      }
+      // Interleaved test() calls, rank 0 lane A first, rank 1 lane B first; nothing blocks.
+      while (std::find(open.begin(), open.end(), true) != open.end()) {
+        for (int k = 0; k < kLanes; ++k) {
+          const auto l = static_cast<size_t>(rank == 0 ? k : kLanes - 1 - k);
+          Status st;
+          if (!open[l] || !lanes[l]->test(ids[l], &st)) continue;
+          open[l] = false;
+          const auto want =
+              make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, kRanks, i * kLanes + static_cast<int>(l));
+          std::string& err = errors[static_cast<size_t>(rank * kLanes) + l];
+          if (!st.ok()) {
+            if (err.empty()) err = "call " + std::to_string(i) + ": " + st.to_string();
+          } else if (long bad = first_mismatch(bufs[l], want, 4); bad != -1 && err.empty()) {
+            err = "call " + std::to_string(i) + ": wrong sum at " + std::to_string(bad);
+          }
+        }
+      }
+    }
+    for (int l = 0; l < kLanes; ++l) {
+      stats[static_cast<size_t>(rank * kLanes + l)] = lanes[static_cast<size_t>(l)]->stats();
+      events[static_cast<size_t>(rank * kLanes + l)] = lanes[static_cast<size_t>(l)]->failovers();
+    }
+    done.arrive_and_wait();  // no rank leaves a job another still retransmits on
+  });
+  stopper.finish();
+  for (size_t x = 0; x < errors.size(); ++x) {
+    const std::string who = "rank " + std::to_string(x / kLanes) + " lane " + std::to_string(x % kLanes);
+    EXPECT_EQ(errors[x], "") << who;
+    EXPECT_EQ(stats[x].failovers, 1u) << who;
+    ASSERT_EQ(events[x].size(), 1u) << who;
+    EXPECT_EQ(events[x][0].lost, lost) << who;
+    std::printf("%s: %s -> %s after %llu ms, %llu replayed: %s\n", who.c_str(), events[x][0].lost.c_str(),
+                events[x][0].new_home.c_str(), static_cast<unsigned long long>(events[x][0].ms),
+                static_cast<unsigned long long>(events[x][0].replayed), events[x][0].reason.c_str());
+  }
+}
 
 }  // namespace
 }  // namespace sumcast::shim

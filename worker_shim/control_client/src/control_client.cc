@@ -42,9 +42,15 @@ struct Incoming {
 }  // namespace
 
 struct ControlClient::Impl {
+  // Where the connection stands (the non-blocking steps move it on).
+  enum class Phase : uint8_t { kConnecting, kAuthenticating, kReady, kRegistering, kInJob };
   int fd = -1;
   std::string where;  // "host:port", for messages
+  std::string token;  // until HELLO is queued
+  Phase phase = Phase::kConnecting;
   std::vector<uint8_t> in;
+  std::vector<uint8_t> out;  // queued and not yet taken by the socket
+  std::string registering;   // "rank R of job 'J'", while REGISTER waits for its answer
   uint32_t job_id = 0;
   Status sticky;  // set once the connection is aborted or broken; returned thereafter
 
@@ -52,40 +58,57 @@ struct ControlClient::Impl {
     if (fd >= 0) ::close(fd);
   }
 
-  Status send_all(const std::vector<uint8_t>& bytes, Clock::time_point deadline) {
+  // Sends what the socket takes now of `out`.
+  Status flush() {
     size_t off = 0;
-    while (off < bytes.size()) {
-      const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    while (off < out.size()) {
+      const ssize_t n = ::send(fd, out.data() + off, out.size() - off, MSG_NOSIGNAL);
       if (n > 0) {
         off += static_cast<size_t>(n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        pollfd p{fd, POLLOUT, 0};
-        const int r = ::poll(&p, 1, ms_left(deadline));
-        if (r == 0) return Status::timeout("control: send to " + where + " timed out");
-        if (r < 0 && errno != EINTR) return Status::from_errno("control: poll " + where);
-        continue;
-      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       return Status::from_errno("control: send to " + where);
     }
+    out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(off));
     return Status();
   }
 
+  // Waits up to the deadline for what poll_events() says; a timeout is `timeout_text`.
+  Status wait_io(short events, Clock::time_point deadline, const std::string& timeout_text) {
+    for (;;) {
+      pollfd p{fd, events, 0};
+      const int r = ::poll(&p, 1, ms_left(deadline));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Status::from_errno("control: poll " + where);
+      if (r == 0) return Status::timeout(timeout_text);
+      return Status();
+    }
+  }
+
   template <typename M>
-  Status send_msg(const M& m, Clock::time_point deadline) {
-    std::vector<uint8_t> bytes;
-    const auto e = w::encode_append(m, &bytes);
+  Status queue_msg(const M& m) {
+    const auto e = w::encode_append(m, &out);
     if (e != w::ControlError::kOk) {
       return Status::invalid_argument(std::string("control: cannot encode ") + w::control_type_name(M::kType) + ": " +
                                       w::control_error_name(e));
     }
-    return send_all(bytes, deadline);
+    return flush();
+  }
+
+  template <typename M>
+  Status send_msg(const M& m, Clock::time_point deadline) {
+    SUMCAST_RETURN_IF_ERROR(queue_msg(m));
+    while (!out.empty()) {
+      SUMCAST_RETURN_IF_ERROR(wait_io(POLLOUT, deadline, "control: send to " + where + " timed out"));
+      SUMCAST_RETURN_IF_ERROR(flush());
+    }
+    return Status();
   }
 
   // Takes one complete message off `in`, if there is one. Malformed input is an I/O error.
-  Result<bool> take(Incoming* out) {
+  Result<bool> take(Incoming* m) {
     w::ControlHeader h;
     std::span<const uint8_t> body;
     const auto e = w::split_control_message(in, &h, &body);
@@ -93,8 +116,8 @@ struct ControlClient::Impl {
     if (e != w::ControlError::kOk) {
       return Status::io_error("control: malformed message from " + where + ": " + w::control_error_name(e));
     }
-    out->hdr = h;
-    out->body.assign(body.begin(), body.end());
+    m->hdr = h;
+    m->body.assign(body.begin(), body.end());
     in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(w::kControlHeaderLen + h.body_len));
     return true;
   }
@@ -115,28 +138,33 @@ struct ControlClient::Impl {
     }
   }
 
+  // Without blocking: one message if one arrived (sending what is queued first).
+  Result<bool> receive_now(Incoming* m, const char* waiting_for) {
+    SUMCAST_RETURN_IF_ERROR(flush());
+    auto got = take(m);
+    if (!got.ok() || *got) return got;
+    auto more = read_available();
+    if (!more.ok()) return more.status();
+    got = take(m);  // at EOF a complete message may still be buffered ahead of it
+    if (!got.ok() || *got || *more) return got;
+    return Status::io_error("control: " + where + " closed the connection while we waited for " + waiting_for);
+  }
+
   // Blocks until one message arrived or the deadline passed.
-  Status receive(Incoming* out, Clock::time_point deadline, const char* waiting_for) {
+  Status receive(Incoming* m, Clock::time_point deadline, const char* waiting_for) {
     for (;;) {
-      auto got = take(out);
+      auto got = receive_now(m, waiting_for);
       if (!got.ok()) return got.status();
       if (*got) return Status();
-      pollfd p{fd, POLLIN, 0};
-      const int r = ::poll(&p, 1, ms_left(deadline));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Status::from_errno("control: poll " + where);
-      if (r == 0) return Status::timeout(std::string("control: no ") + waiting_for + " from " + where + " in time");
-      auto more = read_available();
-      if (!more.ok()) return more.status();
-      if (!*more) {
-        // EOF: a complete message may still be buffered ahead of it.
-        got = take(out);
-        if (!got.ok()) return got.status();
-        if (*got) return Status();
-        return Status::io_error("control: " + where + " closed the connection while we waited for " + waiting_for);
-      }
+      SUMCAST_RETURN_IF_ERROR(wait_io(out.empty() ? POLLIN : POLLIN | POLLOUT, deadline,
+                                      std::string("control: no ") + waiting_for + " from " + where + " in time"));
     }
   }
+
+  // AUTH_OK, or why not.
+  Result<bool> auth_reply(const Incoming& m);
+  // The grant, or why not (sticky where the connection is unusable after it).
+  Result<JobGrant> grant_reply(const Incoming& m);
 
   Status aborted_status(const Incoming& m) {
     w::AbortMsg a;
@@ -165,18 +193,71 @@ struct ControlClient::Impl {
   }
 };
 
+Result<bool> ControlClient::Impl::auth_reply(const Incoming& m) {
+  switch (m.hdr.type) {
+    case w::ControlType::kAuthOk:
+      if (!m.body.empty()) return Status::io_error("control: malformed AUTH_OK from " + where);
+      phase = Phase::kReady;
+      return true;
+    case w::ControlType::kAuthFail:
+      return Status::refused("control: " + where + " rejected the token");
+    case w::ControlType::kRefuse:
+      return refused_status(m, "the connection");
+    default:
+      return unexpected(m, "AUTH_OK");
+  }
+}
+
+Result<JobGrant> ControlClient::Impl::grant_reply(const Incoming& m) {
+  switch (m.hdr.type) {
+    case w::ControlType::kGrant: {
+      w::GrantMsg g;
+      const auto e = w::decode_body(m.body, &g);
+      if (e != w::ControlError::kOk) {
+        sticky = Status::io_error("control: malformed GRANT from " + where + ": " + w::control_error_name(e));
+        return sticky;
+      }
+      JobGrant out_grant;
+      out_grant.job_id = g.job_id;
+      out_grant.qkey = g.qkey;
+      out_grant.slot_count = g.slot_count;
+      out_grant.payload_bytes = g.payload_bytes;
+      std::copy(g.mac.begin(), g.mac.end(), out_grant.appliance.mac);
+      out_grant.appliance.ip = g.ip;
+      out_grant.appliance.udp_port = g.udp_port;
+      out_grant.appliance.qpn = 0;
+      out_grant.core_qpns = std::move(g.core_qpns);
+      out_grant.multicast = g.multicast;
+      out_grant.deterministic = g.deterministic;
+      out_grant.multicast_ip = g.multicast_ip;
+      job_id = g.job_id;
+      phase = Phase::kInJob;
+      return out_grant;
+    }
+    case w::ControlType::kRefuse:
+      phase = Phase::kReady;  // refused, not broken: another registration may follow
+      return refused_status(m, "registration of " + registering);
+    case w::ControlType::kAbort:
+      sticky = aborted_status(m);
+      return sticky;
+    default:
+      sticky = unexpected(m, "GRANT");
+      return sticky;
+  }
+}
+
 ControlClient::ControlClient() : impl_(std::make_unique<Impl>()) {}
 ControlClient::~ControlClient() = default;
 
-Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string& host, uint16_t port,
-                                                              const std::string& token, uint32_t timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+Result<std::unique_ptr<ControlClient>> ControlClient::start_connect(const std::string& host, uint16_t port,
+                                                                    const std::string& token) {
   std::unique_ptr<ControlClient> client(new ControlClient());
   Impl& s = *client->impl_;
   s.where = host + ":" + std::to_string(port);
   if (token.empty() || token.size() > w::kMaxTokenLen) {
     return Status::invalid_argument("control: token must be 1.." + std::to_string(w::kMaxTokenLen) + " bytes");
   }
+  s.token = token;
 
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -193,49 +274,65 @@ Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string&
 
   s.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s.fd < 0) return Status::from_errno("control: socket");
-  if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
-    if (errno != EINPROGRESS) return Status::from_errno("control: connect " + s.where);
-    for (;;) {
-      pollfd p{s.fd, POLLOUT, 0};
-      const int r = ::poll(&p, 1, ms_left(deadline));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Status::from_errno("control: poll " + s.where);
-      if (r == 0)
-        return Status::timeout("control: connect " + s.where + " timed out after " + std::to_string(timeout_ms) +
-                               " ms");
-      break;
-    }
+  if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) {
+    return Status::from_errno("control: connect " + s.where);
+  }
+  return client;
+}
+
+Result<bool> ControlClient::advance_connect() {
+  Impl& s = *impl_;
+  if (s.phase == Impl::Phase::kConnecting) {
+    pollfd p{s.fd, POLLOUT, 0};
+    const int r = ::poll(&p, 1, 0);
+    if (r < 0 && errno != EINTR) return Status::from_errno("control: poll " + s.where);
+    if (r <= 0) return false;
     int err = 0;
     socklen_t len = sizeof err;
     if (::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return Status::from_errno("control: SO_ERROR");
     if (err != 0) return Status::from_errno("control: connect " + s.where, err);
+    const int one = 1;
+    (void)::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    s.phase = Impl::Phase::kAuthenticating;
+    SUMCAST_RETURN_IF_ERROR(s.queue_msg(w::HelloMsg{s.token}));
+    s.token.clear();
   }
-  const int one = 1;
-  (void)::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-
-  SUMCAST_RETURN_IF_ERROR(s.send_msg(w::HelloMsg{token}, deadline));
+  if (s.phase != Impl::Phase::kAuthenticating) return true;
   Incoming m;
-  SUMCAST_RETURN_IF_ERROR(s.receive(&m, deadline, "AUTH_OK"));
-  switch (m.hdr.type) {
-    case w::ControlType::kAuthOk:
-      if (!m.body.empty()) return Status::io_error("control: malformed AUTH_OK from " + s.where);
-      return client;
-    case w::ControlType::kAuthFail:
-      return Status::refused("control: " + s.where + " rejected the token");
-    case w::ControlType::kRefuse:
-      return s.refused_status(m, "the connection");
-    default:
-      return s.unexpected(m, "AUTH_OK");
+  auto got = s.receive_now(&m, "AUTH_OK");
+  if (!got.ok()) return got.status();
+  if (!*got) return false;
+  return s.auth_reply(m);
+}
+
+Result<std::unique_ptr<ControlClient>> ControlClient::connect(const std::string& host, uint16_t port,
+                                                              const std::string& token, uint32_t timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto started = start_connect(host, port, token);
+  if (!started.ok()) return started.status();
+  std::unique_ptr<ControlClient> client = std::move(started).value();
+  Impl& s = *client->impl_;
+  for (;;) {
+    auto done = client->advance_connect();
+    if (!done.ok()) return done.status();
+    if (*done) return client;
+    const std::string late = s.phase == Impl::Phase::kConnecting ? "control: connect " + s.where + " timed out after " +
+                                                                       std::to_string(timeout_ms) + " ms"
+                                                                 : "control: no AUTH_OK from " + s.where + " in time";
+    SUMCAST_RETURN_IF_ERROR(s.wait_io(client->poll_events(), deadline, late));
   }
 }
 
-Result<JobGrant> ControlClient::register_rank(const RegisterRequest& req, uint32_t timeout_ms) {
+Status ControlClient::start_register(const RegisterRequest& req) {
   Impl& s = *impl_;
   if (!s.sticky.ok()) return s.sticky;
   if (s.fd < 0) return Status::invalid_argument("control: the connection was closed");
   if (s.job_id != 0)
     return Status::invalid_argument("control: this connection already holds job " + std::to_string(s.job_id));
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (s.phase != Impl::Phase::kReady) {
+    return Status::invalid_argument("control: the connection to " + s.where +
+                                    " is not ready to register (waiting for " + waiting_for() + ")");
+  }
   w::RegisterMsg m;
   m.world_size = req.world_size;
   m.rank = req.rank;
@@ -250,48 +347,63 @@ Result<JobGrant> ControlClient::register_rank(const RegisterRequest& req, uint32
   m.name = req.job_name;
   m.deterministic = req.deterministic;
   m.multicast = req.multicast;
-  SUMCAST_RETURN_IF_ERROR(s.send_msg(m, deadline));
+  s.registering = "rank " + std::to_string(req.rank) + " of job '" + req.job_name + "'";
+  s.phase = Impl::Phase::kRegistering;
+  return s.queue_msg(m);
+}
 
-  const std::string what = "rank " + std::to_string(req.rank) + " of job '" + req.job_name + "'";
+Result<std::optional<JobGrant>> ControlClient::advance_register() {
+  Impl& s = *impl_;
+  if (!s.sticky.ok()) return s.sticky;
+  if (s.phase != Impl::Phase::kRegistering) return Status::invalid_argument("control: no registration under way");
   Incoming in;
-  Status st = s.receive(&in, deadline, "GRANT");
-  if (!st.ok()) {
-    if (st.code() != StatusCode::kTimeout) s.sticky = st;
-    return st;
+  auto got = s.receive_now(&in, "GRANT");
+  if (!got.ok()) {
+    s.sticky = got.status();
+    return s.sticky;
   }
-  switch (in.hdr.type) {
-    case w::ControlType::kGrant: {
-      w::GrantMsg g;
-      const auto e = w::decode_body(in.body, &g);
-      if (e != w::ControlError::kOk) {
-        s.sticky = Status::io_error("control: malformed GRANT from " + s.where + ": " + w::control_error_name(e));
-        return s.sticky;
-      }
-      JobGrant out;
-      out.job_id = g.job_id;
-      out.qkey = g.qkey;
-      out.slot_count = g.slot_count;
-      out.payload_bytes = g.payload_bytes;
-      std::copy(g.mac.begin(), g.mac.end(), out.appliance.mac);
-      out.appliance.ip = g.ip;
-      out.appliance.udp_port = g.udp_port;
-      out.appliance.qpn = 0;
-      out.core_qpns = std::move(g.core_qpns);
-      out.multicast = g.multicast;
-      out.deterministic = g.deterministic;
-      out.multicast_ip = g.multicast_ip;
-      s.job_id = g.job_id;
-      return out;
+  if (!*got) return std::optional<JobGrant>();
+  auto grant = s.grant_reply(in);
+  if (!grant.ok()) return grant.status();
+  return std::optional<JobGrant>(std::move(grant).value());
+}
+
+Result<JobGrant> ControlClient::register_rank(const RegisterRequest& req, uint32_t timeout_ms) {
+  Impl& s = *impl_;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  SUMCAST_RETURN_IF_ERROR(start_register(req));
+  for (;;) {
+    auto grant = advance_register();
+    if (!grant.ok()) return grant.status();
+    if (grant->has_value()) return std::move(**grant);
+    Status st = s.wait_io(poll_events(), deadline, "control: no GRANT from " + s.where + " in time");
+    if (!st.ok()) {
+      if (st.code() != StatusCode::kTimeout) s.sticky = st;
+      s.phase = Impl::Phase::kReady;  // given up waiting: the caller may register again (the appliance decides)
+      return st;
     }
-    case w::ControlType::kRefuse:
-      return s.refused_status(in, "registration of " + what);
-    case w::ControlType::kAbort:
-      s.sticky = s.aborted_status(in);
-      return s.sticky;
-    default:
-      s.sticky = s.unexpected(in, "GRANT");
-      return s.sticky;
   }
+}
+
+short ControlClient::poll_events() const {
+  const Impl& s = *impl_;
+  if (s.phase == Impl::Phase::kConnecting) return POLLOUT;
+  return static_cast<short>(s.out.empty() ? POLLIN : POLLIN | POLLOUT);
+}
+
+std::string ControlClient::waiting_for() const {
+  switch (impl_->phase) {
+    case Impl::Phase::kConnecting:
+      return "the TCP connection to " + impl_->where;
+    case Impl::Phase::kAuthenticating:
+      return "AUTH_OK from " + impl_->where;
+    case Impl::Phase::kRegistering:
+      return "the grant of " + impl_->registering + " from " + impl_->where;
+    case Impl::Phase::kReady:
+    case Impl::Phase::kInJob:
+      break;
+  }
+  return "nothing";
 }
 
 Status ControlClient::poll() {

@@ -7,9 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <future>
 #include <limits>
-#include <thread>
 
 #include "sumcast/shim/address.h"
 #include "sumcast/shim/placement.h"
@@ -110,6 +108,15 @@ struct Communicator::Appliance {
   HostPort control_addr;
   uint64_t weight_units = 1;
   std::unique_ptr<ControlClient> control;
+  // Registration (begin_register, advance_register): the request, whether it was sent, and the
+  // deadline of the step under way (connecting, then the grant).
+  struct Join {
+    RegisterRequest req;
+    uint32_t timeout_ms = 0;
+    bool requested = false;
+    uint64_t deadline_ns = 0;
+  } join;
+  bool registered = false;  // the grant is in
   JobGrant grant;
   uint32_t peer = 0;
   uint32_t chunk_elems = 0;
@@ -159,18 +166,31 @@ struct Communicator::Appliance {
   uint64_t next_liveness_ns = 0;
 };
 
-// A failover's agreement, run on a thread (registering blocks until every rank is there, and
-// this rank must keep serving the other aggregators meanwhile, which the late ranks may wait on).
+// A failover in progress: a state machine that progress() moves on without blocking, so that the
+// rank keeps serving the other aggregators meanwhile (ranks that have not noticed the loss yet may
+// be waiting on them) and whatever else its thread drives: several communicators, such as the
+// NCCL plugin's lanes, each in its own failover, can then not wait on each other.
 struct Communicator::Agreement {
-  struct Outcome {
-    Status status;
-    std::unique_ptr<Communicator> comm;  // the agreement job
-    std::vector<int32_t> alive;          // per aggregator, 0: some rank declared it lost
+  enum class Step : uint8_t {
+    kJoining,      // registering into the agreement job (comm)
+    kWhoIsLost,    // its first all-reduce: per aggregator, 1 if up
+    kFirstRounds,  // its second: per lost aggregator and slot, the first round this rank lacks
+    kRehoming,     // registering lost[rehomed]'s new job on its new home (home)
   };
-  std::future<Outcome> result;
+  Step step = Step::kJoining;
   uint32_t epoch = 0;
   size_t coordinator = 0;
   uint64_t t0 = 0;
+  std::unique_ptr<Communicator> comm;  // the agreement job
+  uint64_t request = 0;                // its all-reduce under way
+  std::vector<int32_t> mine;           // this rank's input to it (kept until it completes)
+  std::vector<int32_t> agreed;         // its result
+  std::vector<int32_t> alive;          // per aggregator, 0: some rank declared it lost
+  std::vector<size_t> lost;            // the aggregators agreed lost, in order
+  size_t rehomed = 0;                  // how many of them moved already
+  size_t rounds_at = 0;                // where lost[rehomed]'s slots start in `agreed`
+  std::unique_ptr<Appliance> home;     // lost[rehomed]'s job on its new home, registering
+  size_t home_index = 0;               // ... the aggregator that is its new home
 };
 
 // What a wait sleeps on: the transport's descriptor (when asked for and it has one), then the
@@ -209,13 +229,25 @@ Communicator::PollSet Communicator::poll_set(bool with_transport, size_t skip) c
 Communicator::Communicator(const CommConfig& config) : config_(config) {}
 
 Communicator::~Communicator() {
-  agreement_.reset();  // its thread was detached and ends on its own (its registration times out)
+  agreement_.reset();  // a failover under way: its registrations close (the appliances see this rank gone)
   for (auto& a : apps_) {
-    if (a->control && failed_.ok()) (void)a->control->leave();
+    if (a->control && a->registered && failed_.ok()) (void)a->control->leave();
   }
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const CommConfig& config) {
+  auto started = start_create(config);
+  if (!started.ok()) return started.status();
+  std::unique_ptr<Communicator> c = std::move(started).value();
+  for (;;) {
+    auto done = c->advance_create();
+    if (!done.ok()) return done.status();
+    if (*done) return c;
+    c->wait_register(*c->apps_[c->joined_]);
+  }
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::start_create(const CommConfig& config) {
   std::unique_ptr<Communicator> c(new Communicator(config));
   Status st = c->init();
   if (!st.ok()) return st;
@@ -302,11 +334,18 @@ Status Communicator::init() {
     if (!transport_) return Status::invalid_argument("wrap_transport returned no transport");
   }
 
-  size_t total_slots = 0;
-  for (auto& ap : apps_) {
-    Appliance& a = *ap;
-    Status st = register_job(a, c.job_name, c.slots, c.payload_bytes, c.register_timeout_ms);
-    if (!st.ok()) return st;
+  return begin_register(*apps_[0], c.job_name, c.slots, c.payload_bytes, c.register_timeout_ms);
+}
+
+// Registration with the appliances, one after the other, without blocking: true once every one
+// granted the job (create() loops on it; a failover's agreement job is driven by progress()).
+Result<bool> Communicator::advance_create() {
+  const CommConfig& c = config_;
+  while (joined_ < apps_.size()) {
+    Appliance& a = *apps_[joined_];
+    auto done = advance_register(a);
+    if (!done.ok()) return done.status();
+    if (!*done) return false;
     a.chunk_elems = static_cast<uint32_t>(a.grant.payload_bytes / elem_size_);
     a.slot_count = a.grant.slot_count;
     a.pkt_cap = transport_->packet_capacity(size_t{a.chunk_elems} * elem_size_);
@@ -323,30 +362,34 @@ Status Communicator::init() {
     a.rto_floor_us = c.rto_initial_us;
     a.window = a.window_min = a.slot_count;
     a.deferred.reserve(a.slot_count);
-    total_slots += a.slot_count;
     infos_.push_back({a.address, 0, a.grant, a.chunk_elems});
+    if (++joined_ < apps_.size()) {
+      SUMCAST_RETURN_IF_ERROR(
+          begin_register(*apps_[joined_], c.job_name, c.slots, c.payload_bytes, c.register_timeout_ms));
+    }
   }
+  size_t total_slots = 0;
   for (size_t i = 0; i < apps_.size(); ++i) {
     if (apps_[i]->peer != i) return Status::internal("transport numbered its peers out of order");
     infos_[i].weight = c.appliances[i].weight;
     peer_app_.push_back(static_cast<int>(i));
+    total_slots += apps_[i]->slot_count;
   }
   tx_.reserve(2 * total_slots + kTxFlushAt);
   rx_.resize(kRxBatch);
   next_deadline_ns_ = std::numeric_limits<uint64_t>::max();
-  return {};
+  return true;
 }
 
-// Connects to a.control_addr and registers this rank into `job_name` there (blocking until every
-// rank did); adds the job as a transport peer.
-Status Communicator::register_job(Appliance& a, const std::string& job_name, uint16_t slots, uint32_t payload,
-                                  uint32_t timeout_ms) {
+// Starts connecting to a.control_addr to register this rank into `job_name` there; the steps
+// follow in advance_register(), which a blocking caller loops on (wait_register()).
+Status Communicator::begin_register(Appliance& a, const std::string& job_name, uint16_t slots, uint32_t payload,
+                                    uint32_t timeout_ms) {
   const CommConfig& c = config_;
-  const Endpoint me = transport_->local_endpoint();
-  auto cc = ControlClient::connect(a.control_addr.host, a.control_addr.port, c.token, c.connect_timeout_ms);
+  auto cc = ControlClient::start_connect(a.control_addr.host, a.control_addr.port, c.token);
   if (!cc.ok()) return Status(cc.status().code(), "appliance " + a.address + ": " + cc.status().message());
   a.control = std::move(cc).value();
-  RegisterRequest req;
+  RegisterRequest& req = a.join.req;
   req.job_name = job_name;
   req.world_size = c.world_size;
   req.rank = c.rank;
@@ -361,15 +404,61 @@ Status Communicator::register_job(Appliance& a, const std::string& job_name, uin
   if (control_mtu != 0 && udp_payload_for_mtu(control_mtu) != 0) want = udp_payload_for_mtu(control_mtu);
   req.max_payload_bytes = static_cast<uint16_t>(std::min<uint32_t>(want, transport_->max_payload()));
   req.slots = slots;
-  req.endpoint = me;
+  req.endpoint = transport_->local_endpoint();
   req.deterministic = c.deterministic;
   req.multicast = c.multicast;
-  auto grant = a.control->register_rank(req, timeout_ms);
-  if (!grant.ok()) {
-    return Status(grant.status().code(), "appliance " + a.address + ": registering rank " + std::to_string(c.rank) +
-                                             " of job '" + job_name + "': " + grant.status().message());
+  a.join.timeout_ms = timeout_ms;
+  a.join.requested = false;
+  a.join.deadline_ns = now_ns() + uint64_t{c.connect_timeout_ms} * 1'000'000;
+  return {};
+}
+
+// One non-blocking step of the registration begin_register() started: true once the grant is in
+// (checked, and the job added as a transport peer). Past a step's deadline, the error the
+// blocking calls give.
+Result<bool> Communicator::advance_register(Appliance& a) {
+  const CommConfig& c = config_;
+  const uint64_t now = now_ns();
+  const std::string registering = "appliance " + a.address + ": registering rank " + std::to_string(c.rank) +
+                                  " of job '" + a.join.req.job_name + "': ";
+  if (!a.join.requested) {
+    auto up = a.control->advance_connect();
+    if (!up.ok()) return Status(up.status().code(), "appliance " + a.address + ": " + up.status().message());
+    if (!*up) {
+      if (now < a.join.deadline_ns) return false;
+      return Status::timeout("appliance " + a.address + ": control: waited " + std::to_string(c.connect_timeout_ms) +
+                             " ms for " + a.control->waiting_for());
+    }
+    Status st = a.control->start_register(a.join.req);
+    if (!st.ok()) return Status(st.code(), registering + st.message());
+    a.join.requested = true;
+    a.join.deadline_ns = now + uint64_t{a.join.timeout_ms} * 1'000'000;
   }
-  a.grant = std::move(grant).value();
+  auto grant = a.control->advance_register();
+  if (!grant.ok()) return Status(grant.status().code(), registering + grant.status().message());
+  if (!grant->has_value()) {
+    if (now < a.join.deadline_ns) return false;
+    return Status::timeout(registering + "control: waited " + std::to_string(a.join.timeout_ms) + " ms for " +
+                           a.control->waiting_for());
+  }
+  a.grant = std::move(**grant);
+  SUMCAST_RETURN_IF_ERROR(accept_grant(a));
+  return true;
+}
+
+// Sleeps until a.control has something for advance_register() or its step's deadline.
+void Communicator::wait_register(const Appliance& a) const {
+  const uint64_t now = now_ns();
+  if (now >= a.join.deadline_ns) return;
+  pollfd p{a.control->fd(), a.control->poll_events(), 0};
+  const uint64_t wait_ns = a.join.deadline_ns - now;
+  timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+  (void)ppoll(&p, 1, &ts, nullptr);
+}
+
+// The grant a.grant checked against what this rank asked for; the job added as a transport peer.
+Status Communicator::accept_grant(Appliance& a) {
+  const CommConfig& c = config_;
   const JobGrant& g = a.grant;
   if (g.multicast && (g.multicast_ip >> 28) != 0xE) {
     return Status::internal("appliance " + a.address + " granted results by multicast to " +
@@ -405,6 +494,7 @@ Status Communicator::register_job(Appliance& a, const std::string& job_name, uin
   if (!peer.ok()) return Status(peer.status().code(), "appliance " + a.address + ": " + peer.status().message());
   a.peer = *peer;
   a.last_heard_ns = now_ns();
+  a.registered = true;
   return {};
 }
 
@@ -909,11 +999,13 @@ void Communicator::declare_lost(size_t index, Status why) {
   }
   Appliance& a = *apps_[index];
   if (a.lost) return;
-  a.lost = true;
-  a.lost_reason = why.message();
-  a.lost_ns = now_ns();
-  a.control.reset();  // a frozen aggregator that wakes up sees this rank gone and aborts its job
-  peer_app_[a.peer] = -1;
+  give_up(a, why.message());
+  if (every_aggregator_lost()) {  // nothing to agree on or move to: a failover under way ends here
+    fail(all_lost(agreement_ ? "failover " + std::to_string(agreement_->epoch) + " was agreeing on " +
+                                   apps_[agreement_->coordinator]->address
+                             : ""));
+    return;
+  }
   if (!agreement_) start_agreement();
 }
 
@@ -944,7 +1036,7 @@ void Communicator::start_agreement() {
     }
   }
   if (coordinator == apps_.size()) {
-    fail(Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary()));
+    fail(all_lost(""));
     return;
   }
   auto ag = std::make_unique<Agreement>();
@@ -966,35 +1058,28 @@ void Communicator::start_agreement() {
   cc.connect_timeout_ms = config_.connect_timeout_ms;
   cc.register_timeout_ms = config_.failover_timeout_ms;
   cc.failover = CommConfig::Failover::kOff;
-  std::vector<int32_t> alive(apps_.size());
-  for (size_t i = 0; i < apps_.size(); ++i) alive[i] = apps_[i]->lost ? 0 : 1;
-  std::promise<Agreement::Outcome> promise;
-  ag->result = promise.get_future();
-  // Detached: should this communicator fail meanwhile, the thread still ends within its bounds.
-  std::thread([cc = std::move(cc), alive = std::move(alive), promise = std::move(promise)]() mutable {
-    Agreement::Outcome out;
-    auto comm = Communicator::create(cc);
-    if (!comm.ok()) {
-      out.status = comm.status();
-    } else {
-      out.alive = alive;
-      out.status = (*comm)->allreduce(alive.data(), out.alive.data(), alive.size());
-      out.comm = std::move(comm).value();
-    }
-    promise.set_value(std::move(out));
-  }).detach();
+  ag->mine.resize(apps_.size());
+  for (size_t i = 0; i < apps_.size(); ++i) ag->mine[i] = apps_[i]->lost ? 0 : 1;
+  auto comm = start_create(cc);
+  if (!comm.ok()) {
+    fail(failover_failed(*ag, comm.status()));
+    return;
+  }
+  ag->comm = std::move(comm).value();
   agreement_ = std::move(ag);
 }
 
-// Called from progress(): finishes the agreement once its registration is through.
+// Called from progress(): moves the failover on as far as it goes without blocking.
 void Communicator::poll_failover() {
-  if (!agreement_ || agreement_->result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-  std::unique_ptr<Agreement> ag = std::move(agreement_);
-  Status st = finish_failover(*ag);
-  if (!st.ok()) {
+  if (!agreement_) return;
+  auto done = advance_failover(*agreement_);
+  if (!done.ok()) {
+    Status st = failover_failed(*agreement_, done.status());
     fail(std::move(st));
     return;
   }
+  if (!*done) return;
+  agreement_.reset();
   for (const auto& a : apps_) {  // lost since the agreement began: the next one
     if (a->lost) {
       start_agreement();
@@ -1003,88 +1088,173 @@ void Communicator::poll_failover() {
   }
 }
 
-Status Communicator::finish_failover(Agreement& ag) {
-  Agreement::Outcome out = ag.result.get();
-  const std::string tried = "failover " + std::to_string(ag.epoch) + " agreeing on " + apps_[ag.coordinator]->address +
-                            " (" + lost_summary() + ")";
-  if (!out.status.ok()) {
-    if (std::all_of(apps_.begin(), apps_.end(), [](const auto& a) { return a->lost; })) {
-      return Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary() + " (" +
-                                 tried + ": " + out.status.message() + ")");
-    }
-    return Status(out.status.code(), tried + ": " + out.status.message());
+bool Communicator::every_aggregator_lost() const {
+  return !apps_.empty() && std::all_of(apps_.begin(), apps_.end(), [](const auto& a) { return a->lost; });
+}
+
+// The error once every aggregator is lost; `tried`: the failover under way, if any.
+Status Communicator::all_lost(const std::string& tried) const {
+  return Status::unavailable("every aggregator is lost, none is left to fail over to: " + lost_summary() +
+                             (tried.empty() ? "" : " (" + tried + ")"));
+}
+
+// Control connections that broke since they were last polled: those aggregators are lost too
+// (without a failover of their own), so that a failed failover says whether any is left.
+void Communicator::notice_lost() {
+  for (auto& ap : apps_) {
+    Appliance& a = *ap;
+    if (a.lost || !a.control) continue;
+    Status st = a.control->poll();
+    if (!st.ok()) give_up(a, st.with_context(where(a) + ": ").message());
   }
-  // What some rank declared lost, this rank gives up too (its state there is frozen from now on).
-  std::vector<size_t> lost;
-  for (size_t i = 0; i < apps_.size(); ++i) {
-    if (out.alive[i] == 0) {
-      if (!apps_[i]->lost) {
-        Appliance& a = *apps_[i];
-        a.lost = true;
-        a.lost_reason = "another rank declared it lost";
-        a.lost_ns = now_ns();
-        a.control.reset();
-        peer_app_[a.peer] = -1;
+}
+
+// Stops using aggregator a: its packets are ignored from now on, its control connection closed.
+void Communicator::give_up(Appliance& a, std::string reason) {
+  a.lost = true;
+  a.lost_reason = std::move(reason);
+  a.lost_ns = now_ns();
+  a.control.reset();  // a frozen aggregator that wakes up sees this rank gone and aborts its job
+  peer_app_[a.peer] = -1;
+}
+
+// Why failover ag failed, with what was tried and what is lost.
+Status Communicator::failover_failed(const Agreement& ag, const Status& why) {
+  const std::string tried = "failover " + std::to_string(ag.epoch) + " agreeing on " + apps_[ag.coordinator]->address;
+  // A connection to the aggregator the failover was using that broke (reset, closed, refused)
+  // says it is gone too, even before this rank's own connection to it shows it.
+  const size_t target = ag.step == Agreement::Step::kRehoming ? ag.home_index : ag.coordinator;
+  if (why.code() == StatusCode::kIoError && target < apps_.size() && !apps_[target]->lost) {
+    give_up(*apps_[target], "the failover's connection to it broke: " + why.message());
+  }
+  notice_lost();
+  if (every_aggregator_lost()) return all_lost(tried + ": " + why.message());
+  return Status(why.code(), tried + " (" + lost_summary() + "): " + why.message());
+}
+
+// One step after the other, while none has to wait: true once every agreed-lost aggregator moved.
+Result<bool> Communicator::advance_failover(Agreement& ag) {
+  for (;;) {
+    switch (ag.step) {
+      case Agreement::Step::kJoining: {
+        auto up = ag.comm->advance_create();
+        if (!up.ok()) return up.status();
+        if (!*up) return false;
+        SUMCAST_RETURN_IF_ERROR(agree_on_mine(ag));
+        ag.step = Agreement::Step::kWhoIsLost;
+        break;
       }
-      lost.push_back(i);
-    }
-  }
-  if (lost.empty() || out.alive[ag.coordinator] == 0) {
-    return Status::internal(tried + ": the ranks' views of what is lost do not fit");
-  }
-  // Per lost aggregator and slot, the first round some rank lacks (docs/failover.md).
-  std::vector<int32_t> first;
-  for (size_t i : lost) {
-    for (const Slot& sl : apps_[i]->slots) {
-      const uint64_t r = sl.completed_once ? uint64_t{sl.last_round} + 1 : 0;
-      if (r > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-        return Status::unavailable(tried + ": rounds beyond 2^31 are not agreed on");
+      case Agreement::Step::kWhoIsLost: {
+        Status st;
+        if (!ag.comm->test(ag.request, &st)) return false;
+        if (!st.ok()) return st;
+        ag.alive = ag.agreed;
+        SUMCAST_RETURN_IF_ERROR(give_up_agreed_lost(ag));
+        SUMCAST_RETURN_IF_ERROR(agree_on_mine(ag));
+        ag.step = Agreement::Step::kFirstRounds;
+        break;
       }
-      first.push_back(static_cast<int32_t>(r));
-    }
-  }
-  std::vector<int32_t> agreed(first.size());
-  Status st = out.comm->allreduce(first.data(), agreed.data(), first.size());
-  if (!st.ok()) return Status(st.code(), tried + ": " + st.message());
-  // Kept until the next failover or the end: leaving now could end the agreement job under a
-  // rank whose result was lost and that still retransmits for it.
-  agreement_comm_ = std::move(out.comm);
-  size_t at = 0;
-  for (size_t i : lost) {
-    size_t home = apps_.size();
-    for (size_t k = 1; k < apps_.size(); ++k) {  // the next aggregator after it that is up
-      const size_t j = (i + k) % apps_.size();
-      if (out.alive[j] != 0) {
-        home = j;
+      case Agreement::Step::kFirstRounds: {
+        Status st;
+        if (!ag.comm->test(ag.request, &st)) return false;
+        if (!st.ok()) return st;
+        // Kept until the next failover or the end: leaving now could end the agreement job under
+        // a rank whose result was lost and that still retransmits for it.
+        agreement_comm_ = std::move(ag.comm);
+        ag.step = Agreement::Step::kRehoming;
+        SUMCAST_RETURN_IF_ERROR(begin_rehome(ag));
+        break;
+      }
+      case Agreement::Step::kRehoming: {
+        if (ag.rehomed == ag.lost.size()) return true;
+        auto up = advance_register(*ag.home);
+        if (!up.ok()) return up.status();
+        if (!*up) return false;
+        SUMCAST_RETURN_IF_ERROR(rehome(ag));
+        if (++ag.rehomed < ag.lost.size()) SUMCAST_RETURN_IF_ERROR(begin_rehome(ag));
         break;
       }
     }
-    if (home == apps_.size()) return Status::unavailable(tried + ": no aggregator left");
-    const size_t n = apps_[i]->slot_count;
-    std::vector<int32_t> rounds(agreed.begin() + static_cast<std::ptrdiff_t>(at),
-                                agreed.begin() + static_cast<std::ptrdiff_t>(at + n));
-    at += n;
-    st = rehome(i, home, rounds, ag.epoch, ag.t0);
-    if (!st.ok()) return Status(st.code(), tried + ": " + st.message());
+  }
+}
+
+// Starts the agreement job's all-reduce of ag.mine into ag.agreed (ag.request).
+Status Communicator::agree_on_mine(Agreement& ag) {
+  ag.agreed.assign(ag.mine.size(), 0);
+  auto id = ag.comm->start_allreduce(ag.mine.data(), ag.agreed.data(), ag.mine.size());
+  if (!id.ok()) return id.status();
+  ag.request = *id;
+  return {};
+}
+
+// The union of what the ranks declared lost is in ag.alive: this rank gives up the aggregators
+// another rank declared lost too (its state there is frozen from now on), and puts the first
+// round it lacks per lost aggregator and slot into ag.mine, for the second all-reduce.
+Status Communicator::give_up_agreed_lost(Agreement& ag) {
+  for (size_t i = 0; i < apps_.size(); ++i) {
+    if (ag.alive[i] != 0) continue;
+    Appliance& a = *apps_[i];
+    if (!a.lost) give_up(a, "another rank declared it lost");
+    ag.lost.push_back(i);
+  }
+  if (ag.lost.empty() || ag.alive[ag.coordinator] == 0) {
+    return Status::internal("the ranks' views of what is lost do not fit");
+  }
+  // Per lost aggregator and slot, the first round some rank lacks (docs/failover.md).
+  ag.mine.clear();
+  for (size_t i : ag.lost) {
+    for (const Slot& sl : apps_[i]->slots) {
+      const uint64_t r = sl.completed_once ? uint64_t{sl.last_round} + 1 : 0;
+      if (r > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+        return Status::unavailable("rounds beyond 2^31 are not agreed on");
+      }
+      ag.mine.push_back(static_cast<int32_t>(r));
+    }
   }
   return {};
 }
 
-// Moves lost aggregator `index`'s range, chunk numbering and slot state to a new job on `home`'s
-// control server, and resends what some rank lacks from `first_rounds` (per slot) on.
-Status Communicator::rehome(size_t index, size_t home, const std::vector<int32_t>& first_rounds, uint32_t epoch,
-                            uint64_t t0) {
-  Appliance& old = *apps_[index];
-  const uint64_t lost_ns = old.lost_ns;
-  auto na = std::make_unique<Appliance>();
-  Appliance& a = *na;
+// Starts registering lost[rehomed]'s new job on the next aggregator after it that is up (a pure
+// function of the agreed set, so every rank picks the same).
+Status Communicator::begin_rehome(Agreement& ag) {
+  const size_t i = ag.lost[ag.rehomed];
+  size_t home = apps_.size();
+  for (size_t k = 1; k < apps_.size(); ++k) {
+    const size_t j = (i + k) % apps_.size();
+    if (ag.alive[j] != 0) {
+      home = j;
+      break;
+    }
+  }
+  if (home == apps_.size()) return Status::unavailable("no aggregator left");
+  ag.home_index = home;
+  const Appliance& old = *apps_[i];
+  ag.home = std::make_unique<Appliance>();
+  Appliance& a = *ag.home;
   a.address = apps_[home]->address;
   a.control_addr = apps_[home]->control_addr;
   a.weight_units = old.weight_units;
   const uint32_t chunk_bytes = old.chunk_elems * static_cast<uint32_t>(elem_size_);
-  Status st = register_job(a, failover_job_name(epoch, "d" + std::to_string(index)),
-                           static_cast<uint16_t>(old.slot_count), chunk_bytes, config_.failover_timeout_ms);
-  if (!st.ok()) return st;
+  return begin_register(a, failover_job_name(ag.epoch, "d" + std::to_string(i)), static_cast<uint16_t>(old.slot_count),
+                        chunk_bytes, config_.failover_timeout_ms);
+}
+
+// lost[rehomed]'s new job is granted (ag.home): moves the lost aggregator's range, chunk
+// numbering and slot state there, and resends what some rank lacks from the agreed first rounds
+// (per slot) on.
+Status Communicator::rehome(Agreement& ag) {
+  const size_t index = ag.lost[ag.rehomed];
+  Appliance& old = *apps_[index];
+  const uint64_t lost_ns = old.lost_ns;
+  std::unique_ptr<Appliance> na = std::move(ag.home);
+  Appliance& a = *na;
+  const uint32_t chunk_bytes = old.chunk_elems * static_cast<uint32_t>(elem_size_);
+  const std::vector<int32_t> first_rounds(
+      ag.agreed.begin() + static_cast<std::ptrdiff_t>(ag.rounds_at),
+      ag.agreed.begin() + static_cast<std::ptrdiff_t>(ag.rounds_at + old.slot_count));
+  ag.rounds_at += old.slot_count;
+  const uint32_t epoch = ag.epoch;
+  const uint64_t t0 = ag.t0;
   if (a.grant.slot_count != old.slot_count || a.grant.payload_bytes < chunk_bytes) {
     return Status::unavailable("new home " + a.address + " granted " + std::to_string(a.grant.slot_count) +
                                " slots of " + std::to_string(a.grant.payload_bytes) + " bytes; the lost " +

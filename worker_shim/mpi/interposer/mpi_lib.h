@@ -26,6 +26,7 @@ namespace sumcast::mpi {
   X(Comm_call_errhandler)         \
   X(Comm_create_keyval)           \
   X(Comm_disconnect)              \
+  X(Comm_dup)                     \
   X(Comm_free)                    \
   X(Comm_get_attr)                \
   X(Comm_rank)                    \

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+
+#include "sumcast/mpi/fallback.h"
 
 namespace sumcast::mpi {
 namespace {
@@ -205,6 +208,7 @@ bool Runtime::prepare(CommState& st, MPI_Comm comm) {
   pmpi.Bcast(name, sizeof name, MPI_CHAR, 0, comm);
   name[sizeof name - 1] = '\0';
   st.job_base = name;
+  if (config_.fallback_mpi) pmpi.Comm_dup(comm, &st.recovery);  // collective: every rank prepares in this call
   std::string layout = "off";
   if (config_.intranode) {
     auto r = Intranode::create(comm, config_.shm_bytes, config_.topology_file, &stats_, &layout);
@@ -305,6 +309,10 @@ bool Runtime::plan(CallKind kind, int64_t count, MPI_Datatype datatype, MPI_Op o
     *why = st->prepared ? PassReason::kSetup : PassReason::kDisabled;
     return false;
   }
+  if (st->fallback) {  // every appliance was lost: MPI from then on, on every rank (they agreed)
+    *why = PassReason::kFallback;
+    return false;
+  }
   if ((config_.calls & call_bit(kind)) == 0) {
     *why = PassReason::kCallOff;
     return false;
@@ -328,6 +336,10 @@ bool Runtime::plan(CallKind kind, int64_t count, MPI_Datatype datatype, MPI_Op o
   plan->elems = static_cast<size_t>(count) * t->mult;
   plan->bytes = bytes;
   plan->intranode = intra;
+  plan->datatype = datatype;
+  plan->mpi_op = op;
+  plan->comm = comm;
+  plan->count = count;
   return true;
 }
 
@@ -357,8 +369,127 @@ Status Runtime::run_blocking(Plan& plan, const void* send, void* recv) {
   if (plan.intranode) {
     return plan.state->intranode->allreduce(*plan.job, plan.type.dtype, plan.op, send, recv, plan.elems);
   }
-  std::lock_guard<std::mutex> lock(plan.job->mu);
-  return plan.job->comm->allreduce(send, recv, plan.elems);
+  if (!config_.fallback_mpi) {
+    Status st;
+    bool all_lost = false;
+    {
+      std::lock_guard<std::mutex> lock(plan.job->mu);
+      st = plan.job->comm->allreduce(send, recv, plan.elems);
+      all_lost = !st.ok() && plan.job->comm->every_aggregator_lost();
+    }
+    if (!all_lost) return st;
+    return Status(st.code(), st.message() + " (SUMCAST_MPI_FAILOVER_FALLBACK=mpi would complete the call through MPI)");
+  }
+  // With the fall-back enabled, the call's input must outlive a failed call (an in-place call
+  // sums into room of its own first) and its result is kept (a rank one call behind may need it).
+  CommState& cs = *plan.state;
+  const bool in_place = send == recv;
+  auto* out = static_cast<uint8_t*>(recv);
+  if (in_place) {
+    cs.in_place_result.resize(plan.bytes);
+    out = cs.in_place_result.data();
+  }
+  Status st;
+  bool all_lost = false;
+  {
+    std::lock_guard<std::mutex> lock(plan.job->mu);
+    st = plan.job->comm->allreduce(send, out, plan.elems);
+    all_lost = !st.ok() && plan.job->comm->every_aggregator_lost();
+  }
+  if (!st.ok()) return all_lost ? fall_back(plan, send, recv, st) : st;
+  if (in_place) {
+    std::memcpy(recv, out, plan.bytes);
+    cs.last_result.swap(cs.in_place_result);
+  } else {
+    cs.last_result.assign(out, out + plan.bytes);
+  }
+  ++cs.calls_done;
+  return {};
+}
+
+// Every appliance of the plan's job is lost and SUMCAST_MPI_FAILOVER_FALLBACK=mpi (docs/failover.md,
+// "Every aggregator lost"). The ranks can be one call apart, never more: a rank completes call k
+// only after every rank sent its part of call k, so every rank is at least in call k and has
+// completed call k - 1 (blocking calls on a communicator run one after the other, in the same
+// order on every rank). They meet on the recovery communicator, where one all-reduce of (calls
+// done, rank) tells how far each got. If some completed this call and others did not, the lowest
+// rank that did broadcasts its copy of the result, the ranks behind return it, and the ranks ahead
+// (already in the next call) run theirs through MPI. Otherwise every rank runs this call through
+// MPI, from its untouched input. Either way the communicator passes every later call to MPI, so a
+// rank behind meets the others in its next call. The wait for the others is bounded: a rank that
+// got ahead into a collective the interposer does not take (waiting there for a rank behind)
+// never comes.
+Status Runtime::fall_back(Plan& plan, const void* send, void* recv, const Status& why) {
+  CommState& cs = *plan.state;
+  const std::array<long long, 2> in = fallback_key(cs.calls_done, cs.rank, cs.size);
+  std::array<long long, 2> out = {0, 0};
+  const std::string what = why.message() + "; falling back to MPI";
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (cs.recovery == MPI_COMM_NULL ||
+      pmpi.Iallreduce(in.data(), out.data(), 2, MPI_LONG_LONG, MPI_MAX, cs.recovery, &req) != MPI_SUCCESS) {
+    return Status::internal(what + ": the recovery communicator is unusable");
+  }
+  const uint32_t bound_ms = config_.op_timeout_ms != 0 ? config_.op_timeout_ms : 30000;
+  const uint64_t deadline = now_ns() + uint64_t{bound_ms} * 1'000'000;
+  for (int flag = 0; flag == 0;) {
+    if (pmpi.Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return Status::internal(what + ": PMPI_Test failed");
+    if (flag != 0) break;
+    if (now_ns() >= deadline) {
+      return Status::timeout(what + ": not every rank of the communicator came to the recovery within " +
+                             std::to_string(bound_ms) +
+                             " ms (a rank that completed this call may wait for this one in another collective)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));  // poll interval
+  }
+  const FallbackRoles roles = fallback_roles(out, cs.calls_done, cs.size);
+  if (!roles.valid) {
+    return Status::internal(what + ": the ranks' call counts (" + std::to_string(-out[1]) + ".." +
+                            std::to_string(out[0] / cs.size) + ") are more than one call apart, which cannot be");
+  }
+  const int root = roles.root;
+  bool copied = false;
+  if (roles.most != roles.least) {  // call `least` completed on some ranks: theirs goes to the ranks behind
+    const bool behind = roles.behind;
+    auto* buf = behind ? static_cast<uint8_t*>(recv) : cs.last_result.data();
+    const uint64_t n = behind ? plan.bytes : cs.last_result.size();
+    constexpr uint64_t kPiece = uint64_t{1} << 30;  // MPI counts are int
+    for (uint64_t off = 0; off < n; off += kPiece) {
+      const int len = static_cast<int>(std::min(kPiece, n - off));
+      if (pmpi.Bcast(buf + off, len, MPI_BYTE, root, cs.recovery) != MPI_SUCCESS) {
+        return Status::internal(what + ": PMPI_Bcast of the result of the call one behind failed");
+      }
+    }
+    if (behind) {
+      ++cs.calls_done;
+      copied = true;
+    }
+  }
+  if (!copied) {
+    constexpr int64_t kPiece = int64_t{1} << 30;
+    const size_t esize = plan.type.mpi_size;
+    for (int64_t off = 0; off < plan.count; off += kPiece) {
+      const int len = static_cast<int>(std::min(kPiece, plan.count - off));
+      auto* r = static_cast<uint8_t*>(recv) + static_cast<size_t>(off) * esize;
+      const void* sp =
+          send == recv ? MPI_IN_PLACE : static_cast<const uint8_t*>(send) + static_cast<size_t>(off) * esize;
+      if (pmpi.Allreduce(sp, r, len, plan.datatype, plan.mpi_op, plan.comm) != MPI_SUCCESS) {
+        return Status::internal(what + ": PMPI_Allreduce failed");
+      }
+    }
+  }
+  cs.fallback = true;
+  stats_.fell_back(copied);
+  if (cs.rank == root) {
+    std::fprintf(
+        stderr,
+        "sumcast-mpi: every appliance lost on a communicator of %d ranks (%s); this call and the later ones go "
+        "to MPI%s\n",
+        cs.size, why.message().c_str(),
+        roles.behind || roles.most != roles.least ? " (the ranks one call behind got that call's result from this rank)"
+                                                  : "");
+    std::fflush(stderr);
+  }
+  return {};
 }
 
 const cuda::Driver* Runtime::cuda_driver() {
@@ -445,6 +576,7 @@ void Runtime::comm_free(MPI_Comm comm) {
   pmpi.Comm_get_attr(comm, keyval_, &attr, &flag);
   if (flag == 0) return;
   auto* st = static_cast<CommState*>(attr);
+  if (st->recovery != MPI_COMM_NULL) pmpi.Comm_free(&st->recovery);  // made on every rank or on none
   // Jobs and the intra-node layout exist on every rank of the communicator or on none (agreed).
   if (st->jobs.empty() && !st->intranode) return;
   pmpi.Barrier(comm);  // nobody leaves a job while another member still waits for a result

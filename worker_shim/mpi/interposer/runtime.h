@@ -44,6 +44,16 @@ struct CommState {
   std::vector<uint8_t> scratch;                   // MPI_Reduce_scatter_block out of place
   std::unique_ptr<DeviceStaging> staging;         // host copies of CUDA device buffers (blocking calls)
   uint64_t order = 0;                             // set-up order (teardown in reverse)
+  // SUMCAST_MPI_FAILOVER_FALLBACK=mpi (docs/failover.md, "Both lost"): the blocking calls taken
+  // on the flat path so far, the last one's result (a rank one call behind may need it), room for
+  // an in-place call's result (its input must survive the call until it succeeded), a duplicate
+  // of the communicator (the recovery's collectives then match none of the program's), and
+  // whether every appliance was lost (from then on, every call goes to MPI).
+  uint64_t calls_done = 0;
+  std::vector<uint8_t> last_result;
+  std::vector<uint8_t> in_place_result;
+  MPI_Comm recovery = MPI_COMM_NULL;
+  bool fallback = false;
 };
 
 // A call the interposer takes.
@@ -55,6 +65,11 @@ struct Plan {
   size_t elems = 0;  // wire elements
   uint64_t bytes = 0;
   bool intranode = false;
+  // The call as MPI sees it (the fall-back to MPI runs it so).
+  MPI_Datatype datatype = MPI_DATATYPE_NULL;
+  MPI_Op mpi_op = MPI_OP_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int64_t count = 0;
 };
 
 class Runtime {
@@ -80,7 +95,8 @@ class Runtime {
   // mismatch, naming both sides. A no-op unless enabled.
   void check_decision(MPI_Comm comm, CallKind kind, int64_t count, bool taken);
 
-  // Runs a planned blocking all-reduce (send may equal recv).
+  // Runs a planned blocking all-reduce (send may equal recv). With SUMCAST_MPI_FAILOVER_FALLBACK=mpi
+  // and every appliance lost, completes it through MPI (fall_back).
   Status run_blocking(Plan& plan, const void* send, void* recv);
 
   // CUDA device buffers of a call plan() took. With SUMCAST_MPI_DEVICE_BUFFERS=mpi: false when
@@ -143,6 +159,7 @@ class Runtime {
   void warn(const std::string& text);
   void warn_cuda(const std::string& why);
   void teardown_jobs(CommState& st);
+  Status fall_back(Plan& plan, const void* send, void* recv, const Status& why);
   static int delete_attr(MPI_Comm comm, int keyval, void* attr, void* extra);
 
   MpiConfig config_;

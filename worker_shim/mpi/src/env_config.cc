@@ -221,6 +221,22 @@ constexpr std::array<EnvVar, 30> kTable = {{
        }
        return {};
      }},
+    {"SUMCAST_MPI_FAILOVER_FALLBACK", EnvType::kString, "error",
+     "when every appliance of a job is lost (docs/failover.md): error fails the call naming what was tried; mpi "
+     "completes it with PMPI_Allreduce and passes every later call on that communicator to MPI (blocking calls of "
+     "the flat path; keeps a copy of the last result: memory of the largest call, one copy per call)",
+     true,
+     [](MpiConfig& c, std::string_view v) -> Status {
+       const std::string_view t = trim(v);
+       if (t == "error") {
+         c.fallback_mpi = false;
+       } else if (t == "mpi") {
+         c.fallback_mpi = true;
+       } else {
+         return Status::invalid_argument("must be error or mpi");
+       }
+       return {};
+     }},
     {"SUMCAST_MPI_FAILOVER_AFTER_MS", EnvType::kUint, "1000",
      "an appliance that answers nothing this long (liveness probes included) while packets are outstanding is "
      "declared lost; below SUMCAST_MPI_OP_TIMEOUT_MS",
@@ -394,6 +410,9 @@ uint64_t fingerprint(const MpiConfig& c) {
   h = fnv1a(h, std::to_string(c.slots));
   h = fnv1a(h, c.check ? "1" : "0");
   h = fnv1a(h, c.device_stage ? "stage" : "mpi");
+  // Ranks that would answer the loss of every appliance differently (one falls back to MPI, one
+  // fails) must not start.
+  h = fnv1a(h, c.fallback_mpi ? "fallback mpi" : "fallback error");
   return h;
 }
 

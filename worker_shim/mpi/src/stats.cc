@@ -51,6 +51,8 @@ const char* pass_reason_name(PassReason reason) {
       return "setup_failed";
     case PassReason::kDevice:
       return "device_buffer";
+    case PassReason::kFallback:
+      return "fallback";
   }
   return "?";
 }
@@ -91,6 +93,12 @@ void Stats::intranode_piece(bool numa_stage, bool cross_stage, uint64_t local_by
   f_[kSmpBytesField].fetch_add(smp_bytes, std::memory_order_relaxed);
 }
 
+void Stats::fell_back(bool copied) {
+  f_[kFallbackField].fetch_add(1, std::memory_order_relaxed);
+  f_[kFallbackCallsField].fetch_add(1, std::memory_order_relaxed);
+  if (copied) f_[kFallbackCopiedField].fetch_add(1, std::memory_order_relaxed);
+}
+
 Stats::Snapshot Stats::snapshot() const {
   Snapshot s{};
   for (size_t i = 0; i < kFields; ++i) s[i] = f_[i].load(std::memory_order_relaxed);
@@ -125,6 +133,12 @@ std::string Stats::format(const Snapshot& s, const std::string& scope) {
     out += "sumcast-mpi:   intra-node plan: " + std::to_string(s[kNumaStageField]) + " reduces within NUMA nodes, " +
            std::to_string(s[kCrossStageField]) + " across them; read " + human_bytes(s[kLocalBytesField]) +
            " on the own NUMA node, " + human_bytes(s[kSmpBytesField]) + " across NUMA nodes (SMP)\n";
+  }
+  if (s[kFallbackField] != 0) {
+    out += "sumcast-mpi:   every appliance lost: " + std::to_string(s[kFallbackField]) +
+           " communicator(s) fell back to MPI; calls in flight completed by MPI " +
+           std::to_string(s[kFallbackCallsField]) + ", of them from another rank's result " +
+           std::to_string(s[kFallbackCopiedField]) + "\n";
   }
   return out;
 }

@@ -53,6 +53,7 @@ struct Lane {
   CollRequest* queue_head = nullptr;  // accepted, waiting for the lane, in call order
   CollRequest* queue_tail = nullptr;
   uint64_t calls = 0;
+  size_t failovers_logged = 0;  // the communicator's failovers already reported
   ~Lane() {
     if (creator.joinable()) creator.join();
   }
@@ -137,6 +138,20 @@ void log_registered(const Lane* lane) {
   const auto& apps = lane->comm->appliances();
   SUMCAST_NCCL_INFO(abi::NCCL_NET, "CollNet job %s registered with %zu appliance(s), %u elements per packet",
                     lane->job.c_str(), apps.size(), apps.empty() ? 0u : apps[0].chunk_elems);
+}
+
+// An aggregator the lane's communicator lost and replaced (docs/failover.md) is no error for
+// NCCL: the calls go on with exact results. Said once per failover, as INFO.
+void log_failovers(Lane* lane) {
+  const auto& log = lane->comm->failovers();
+  for (; lane->failovers_logged < log.size(); ++lane->failovers_logged) {
+    const shim::FailoverEvent& e = log[lane->failovers_logged];
+    SUMCAST_NCCL_INFO(abi::NCCL_NET,
+                      "CollNet job %s: failover %u: %s lost (%s); its range moved to %s in %" PRIu64 " ms, %" PRIu64
+                      " chunks replayed",
+                      lane->job.c_str(), e.epoch, e.lost.c_str(), e.reason.c_str(), e.new_home.c_str(), e.ms,
+                      e.replayed);
+  }
 }
 
 // The lane of (dtype, op); a new one starts registering in the background.
@@ -442,7 +457,10 @@ Status collnet_test(void* request, int* done, int* size) {
   *done = 0;
   Lane* lane = r->lane;
   pump(lane);
-  if (!r->finished && r->started) r->finished = lane->comm->test(r->id, &r->status);
+  if (!r->finished && r->started) {
+    r->finished = lane->comm->test(r->id, &r->status);
+    log_failovers(lane);
+  }
   if (!r->finished) return Status();
   const Status s = r->status;
   for (int i = 0; s.ok() && i < r->n_copies; ++i) {
@@ -462,12 +480,20 @@ Status collnet_close(void* coll_comm) {
   std::string lanes;
   for (auto& row : c->lanes) {
     for (auto& lane : row) {
-      if (lane) lanes += " " + lane->job.substr(c->job.size() + 1) + ":" + std::to_string(lane->calls);
+      if (!lane) continue;
+      lanes += " " + lane->job.substr(c->job.size() + 1) + ":" + std::to_string(lane->calls);
+      if (lane->state == LaneState::kReady) {
+        const shim::CommStats st = lane->comm->stats();
+        if (st.failovers != 0) {
+          lanes += " (" + std::to_string(st.failovers) + " failover, " + std::to_string(st.replayed_chunks) +
+                   " chunks replayed)";
+        }
+      }
     }
   }
   SUMCAST_NCCL_INFO(abi::NCCL_NET,
                     "CollNet closeColl rank %d/%d job %s: %" PRIu64 " iallreduce, %" PRIu64 " iallgather, %" PRIu64
-                    " ireducescatter, %" PRIu64 " bytes through the appliance; calls per lane:%s",
+                    " ireducescatter, %" PRIu64 " bytes through the appliance; calls per lane (and failovers):%s",
                     c->rank, c->nranks, c->job.c_str(), c->allreduce_calls, c->allgather_calls, c->reducescatter_calls,
                     c->bytes, lanes.c_str());
   delete c;  // joins registrations still running; each Communicator leaves its job

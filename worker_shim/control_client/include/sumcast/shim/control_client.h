@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,23 @@ class ControlClient {
   ~ControlClient();
   // Blocks until every rank of the job registered (the appliance answers then) or timeout.
   Result<JobGrant> register_rank(const RegisterRequest& req, uint32_t timeout_ms);
+
+  // The same two steps without blocking, for a caller that must keep serving other work while
+  // the appliance waits for the other ranks (a failover driven from progress calls). The blocking
+  // calls above are these plus a poll(2) loop. start_connect begins the TCP connect (a host name
+  // is resolved first, which can block; a dotted quad does not); advance_connect moves it on
+  // (connected, HELLO sent, AUTH_OK read) and is true once authenticated. start_register sends
+  // REGISTER (what the socket does not take now goes with the next advance); advance_register is
+  // the grant once it arrived, nullopt meanwhile. The caller keeps the deadlines.
+  static Result<std::unique_ptr<ControlClient>> start_connect(const std::string& host, uint16_t port,
+                                                              const std::string& token);
+  Result<bool> advance_connect();
+  Status start_register(const RegisterRequest& req);
+  Result<std::optional<JobGrant>> advance_register();
+  // What to poll fd() for while one of the steps above is under way (POLLOUT while connecting or
+  // with output not yet sent, POLLIN otherwise), and what it is waiting for, for messages.
+  short poll_events() const;
+  std::string waiting_for() const;
   // Non-blocking: OK while the job is alive; Aborted after an abort message, with the appliance's
   // reason in the text and as detail() (aborted_for() tests it); IoError when the connection dropped.
   Status poll();

@@ -70,7 +70,10 @@
 // have completed round r + 1 while another lacks round r, so every needed round is in every
 // rank's slot). A result a rank already holds is never written again. failover_max failovers per
 // communicator, each within failover_timeout_ms; past that, or with no aggregator left, the
-// communicator fails with an error naming what was lost and why.
+// communicator fails with an error naming what was lost and why (every_aggregator_lost() tells
+// the second case). Nothing in a failover blocks: the agreement and the new home's registration
+// are steps that allreduce(), test() and wait() move on (non-blocking control connections), so
+// one thread can drive several communicators through their failovers in any order.
 //
 // Failure. A chunk not answered after `retries` retransmissions, no result from an appliance for
 // op_timeout_ms while chunks are outstanding, an abort from an appliance (data or control path), or
@@ -240,6 +243,9 @@ class Communicator {
   std::vector<std::pair<std::string, uint64_t>> stat_list() const;
   const std::vector<ApplianceInfo>& appliances() const { return infos_; }
   const std::vector<FailoverEvent>& failovers() const { return failover_log_; }
+  // True once every aggregator of the job was lost (health() then says so): what a caller that
+  // falls back to another all-reduce (the MPI interposer's PMPI_Allreduce) looks for.
+  bool every_aggregator_lost() const;
   const Transport& transport() const { return *transport_; }
   const CommConfig& config() const { return config_; }
 
@@ -250,12 +256,20 @@ class Communicator {
   struct PollSet;
 
   explicit Communicator(const CommConfig& config);
+  // create() without blocking: checks the config and opens the transport (init), then
+  // advance_create() registers with the appliances, true once all granted the job.
+  static Result<std::unique_ptr<Communicator>> start_create(const CommConfig& config);
   Status init();
+  Result<bool> advance_create();
   // Chunk g's slot is free: issue it now or when the congestion window lets it (see Congestion window).
   void offer(Appliance& a, uint64_t g, uint64_t now);
   void issue_deferred(Appliance& a, uint64_t now);
   void on_cnp(Appliance& a, uint64_t now);
-  Status register_job(Appliance& a, const std::string& job_name, uint16_t slots, uint32_t payload, uint32_t timeout_ms);
+  Status begin_register(Appliance& a, const std::string& job_name, uint16_t slots, uint32_t payload,
+                        uint32_t timeout_ms);
+  Result<bool> advance_register(Appliance& a);
+  void wait_register(const Appliance& a) const;
+  Status accept_grant(Appliance& a);
   void issue(Appliance& a, uint64_t g, uint64_t now, bool replay = false);
   uint32_t build_contribution(const Appliance& a, uint32_t s, uint8_t* pkt, uint64_t g, uint32_t round,
                               uint32_t coll_seq, uint64_t offset, uint16_t count, const uint8_t* payload);
@@ -267,8 +281,15 @@ class Communicator {
   std::string lost_summary() const;
   void poll_failover();
   struct Agreement;
-  Status finish_failover(Agreement& ag);
-  Status rehome(size_t index, size_t home, const std::vector<int32_t>& first_rounds, uint32_t epoch, uint64_t t0);
+  Result<bool> advance_failover(Agreement& ag);
+  Status failover_failed(const Agreement& ag, const Status& why);
+  void notice_lost();
+  void give_up(Appliance& a, std::string reason);
+  Status all_lost(const std::string& tried) const;
+  Status give_up_agreed_lost(Agreement& ag);
+  Status agree_on_mine(Agreement& ag);
+  Status begin_rehome(Agreement& ag);
+  Status rehome(Agreement& ag);
   bool failover_enabled() const;
   void on_received(uint64_t now);
   void fast_retransmit(Appliance& a, const Slot& answered, uint64_t now);
@@ -303,6 +324,7 @@ class Communicator {
   std::vector<Received> rx_;
   uint64_t next_deadline_ns_ = 0;  // earliest RTO or op-timeout check
   uint64_t next_control_poll_ns_ = 0;
+  size_t joined_ = 0;                             // appliances registered so far (advance_create)
   std::vector<int> peer_app_;                     // transport peer -> index in apps_, -1: a lost aggregator's
   std::unique_ptr<Agreement> agreement_;          // a failover in progress
   std::unique_ptr<Communicator> agreement_comm_;  // the last failover's agreement job

@@ -63,9 +63,11 @@ struct MpiConfig {
   std::string cuda_driver = "libcuda.so.1";  // SUMCAST_MPI_CUDA_DRIVER
   std::string topology_file;                 // SUMCAST_MPI_TOPOLOGY: host description; "": detect NUMA nodes
 
-  // SUMCAST_MPI_FAILOVER and SUMCAST_MPI_FAILOVER_AFTER_MS (docs/failover.md)
+  // SUMCAST_MPI_FAILOVER, _FALLBACK and _AFTER_MS (docs/failover.md)
   shim::CommConfig::Failover failover = shim::CommConfig::Failover::kAuto;
   uint32_t failover_after_ms = 1000;
+  // SUMCAST_MPI_FAILOVER_FALLBACK: with every appliance lost, PMPI_Allreduce (true) or an error.
+  bool fallback_mpi = false;
 };
 
 enum class EnvType : uint8_t { kBool, kBytes, kUint, kString, kList, kPath };

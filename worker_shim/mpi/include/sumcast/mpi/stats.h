@@ -26,8 +26,9 @@ enum class PassReason : uint8_t {
   kSmall = 5,     // below SUMCAST_MPI_THRESHOLD (or count 0)
   kSetup = 6,     // setting up this communicator's job failed (one warning was printed)
   kDevice = 7,    // a rank passed CUDA device memory and SUMCAST_MPI_DEVICE_BUFFERS=mpi (the ranks agreed)
+  kFallback = 8,  // every appliance of the communicator's jobs was lost (SUMCAST_MPI_FAILOVER_FALLBACK=mpi)
 };
-inline constexpr int kPassReasonCount = 8;
+inline constexpr int kPassReasonCount = 9;
 const char* pass_reason_name(PassReason reason);
 
 class Stats {
@@ -56,7 +57,13 @@ class Stats {
   static constexpr size_t kRxOverflowField = kStallProbeField + 1;
   static constexpr size_t kTxRefusedField = kRxOverflowField + 1;
   static constexpr size_t kTxDroppedField = kTxRefusedField + 1;
-  static constexpr size_t kFields = kTxDroppedField + 1;
+  // Every appliance lost, SUMCAST_MPI_FAILOVER_FALLBACK=mpi: communicators that fell back to MPI,
+  // the calls in flight then that MPI completed, and of them those completed from another
+  // rank's copy of the result (this rank was one call behind).
+  static constexpr size_t kFallbackField = kTxDroppedField + 1;
+  static constexpr size_t kFallbackCallsField = kFallbackField + 1;
+  static constexpr size_t kFallbackCopiedField = kFallbackCallsField + 1;
+  static constexpr size_t kFields = kFallbackCopiedField + 1;
   using Snapshot = std::array<uint64_t, kFields>;
 
   void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
@@ -74,6 +81,9 @@ class Stats {
   // One piece through the intra-node plan: whether it ran the reduce within NUMA nodes and the
   // one across them, and the bytes read on the own node and across nodes.
   void intranode_piece(bool numa_stage, bool cross_stage, uint64_t local_bytes, uint64_t smp_bytes);
+  // A communicator fell back to MPI, its call in flight completed by MPI (`copied`: from another
+  // rank's result).
+  void fell_back(bool copied);
   Snapshot snapshot() const;
 
   // Lines to print (each starts with "sumcast-mpi: "). `scope` says whose figures these are
