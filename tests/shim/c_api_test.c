@@ -237,6 +237,8 @@ int main(void) {
   CHECK(cfg.deterministic == 0);
   CHECK(cfg.multicast == 0);
   CHECK(cfg.failover == 0 && cfg.failover_after_ms == 1000 && cfg.failover_max == 4);
+  CHECK(cfg.cnp_reaction == 1 && cfg.window_cut_percent == 50 && cfg.window_step == 1);
+  CHECK(cfg.window_cut_interval_us == 0 && cfg.busy_poll_us == 0);
 
   /* Errors before any communicator exists go to sumcast_last_error(NULL). */
   sumcast_comm* comm = (sumcast_comm*)&cfg;
@@ -261,6 +263,10 @@ int main(void) {
   CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
   CHECK(strstr(sumcast_last_error(NULL), "failover") != NULL);
   cfg.failover = 0;
+  cfg.window_cut_percent = 100;
+  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(sumcast_last_error(NULL), "window_cut_percent") != NULL);
+  cfg.window_cut_percent = 50;
   sumcast_comm_destroy(NULL);
 
   /* The shared library exports the C API only. */

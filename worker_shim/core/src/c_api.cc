@@ -127,6 +127,11 @@ void sumcast_config_init(sumcast_config* config) {
   config->failover_after_ms = defaults.failover_after_ms;
   config->failover_timeout_ms = defaults.failover_timeout_ms;
   config->failover_max = defaults.failover_max;
+  config->cnp_reaction = defaults.cnp_reaction ? 1 : 0;
+  config->window_cut_percent = defaults.window_cut_percent;
+  config->window_step = defaults.window_step;
+  config->window_cut_interval_us = defaults.window_cut_interval_us;
+  config->busy_poll_us = defaults.busy_poll_us;
 }
 
 sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** comm) {
@@ -199,6 +204,11 @@ sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** 
     cc.failover_after_ms = c.failover_after_ms;
     cc.failover_timeout_ms = c.failover_timeout_ms;
     cc.failover_max = c.failover_max;
+    cc.cnp_reaction = c.cnp_reaction != 0;
+    cc.window_cut_percent = c.window_cut_percent;
+    cc.window_step = c.window_step;
+    cc.window_cut_interval_us = c.window_cut_interval_us;
+    cc.busy_poll_us = c.busy_poll_us;
     auto created = sumcast::shim::Communicator::create(cc);
     if (!created.ok()) {
       t_create_error = created.status().message();

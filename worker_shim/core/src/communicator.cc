@@ -274,11 +274,11 @@ Status Communicator::init() {
   if (c.rto_initial_us == 0 || c.rto_max_us < c.rto_initial_us) {
     return Status::invalid_argument("need 0 < rto_initial_us <= rto_max_us");
   }
-  if (c.appliances.empty()) return Status::invalid_argument("no appliance address given");
   if (c.window_cut_percent < 1 || c.window_cut_percent > 99 || c.window_step < 1) {
     return Status::invalid_argument("window_cut_percent must be 1..99 and window_step at least 1, got " +
                                     std::to_string(c.window_cut_percent) + " and " + std::to_string(c.window_step));
   }
+  if (c.appliances.empty()) return Status::invalid_argument("no appliance address given");
   if (c.failover == CommConfig::Failover::kAuto && c.op_timeout_ms != 0 && c.failover_after_ms >= c.op_timeout_ms) {
     config_.failover_after_ms = c.op_timeout_ms / 2;  // a short op timeout chosen, failover left at its default
   }

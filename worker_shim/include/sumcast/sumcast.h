@@ -53,8 +53,9 @@ extern "C" {
 #endif
 
 #define SUMCAST_API_VERSION_MAJOR 1
-/* Minor versions: 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group. */
-#define SUMCAST_API_VERSION_MINOR 3
+/* Minor versions: 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group;
+   3: .failover*; 4: .cnp_reaction, .window_*, .busy_poll_us. */
+#define SUMCAST_API_VERSION_MINOR 4
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
 typedef enum sumcast_result {
@@ -149,6 +150,15 @@ typedef struct sumcast_config {
                                    op_timeout_ms; default 1000 */
   uint32_t failover_timeout_ms; /* one failover's agreement and re-registration; default 30000 */
   uint32_t failover_max;        /* failovers per communicator, past which calls fail; default 4 */
+  /* API 1.4. Congestion (docs/protocol.md §3): of an appliance's slots at most a window carry a
+     chunk at once; a CNP addressed to this rank or a CE-marked result cuts it, results regrow it.
+     Exactness never depends on the window. */
+  uint32_t cnp_reaction;           /* nonzero (default 1): cut the window; 0: only count CNPs */
+  uint32_t window_cut_percent;     /* a cut leaves this percent of the window, 1..99; default 50 */
+  uint32_t window_step;            /* slots regained per window of results without a cut; default 1 */
+  uint32_t window_cut_interval_us; /* at most one cut per this long; default 0: per smoothed RTT */
+  uint32_t busy_poll_us;           /* "udp": SO_BUSY_POLL on the data sockets, 0..1000000 us;
+                                      default 0: off */
 } sumcast_config;
 
 typedef struct sumcast_comm sumcast_comm;
