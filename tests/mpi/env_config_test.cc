@@ -162,6 +162,9 @@ TEST(EnvConfig, FingerprintCoversExactlyTheSharedSettings) {
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_DEVICE_BUFFERS", "stage"}}));  // the default
   EXPECT_NE(base, fp({{"SUMCAST_MPI_FAILOVER_FALLBACK", "mpi"}}));
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_FAILOVER_FALLBACK", "error"}}));  // the default
+  EXPECT_NE(base, fp({{"SUMCAST_MPI_FAILOVER", "off"}}));
+  EXPECT_NE(base, fp({{"SUMCAST_MPI_FAILOVER", "on"}}));
+  EXPECT_EQ(base, fp({{"SUMCAST_MPI_FAILOVER", "auto"}}));  // the default
   // Per-rank settings may differ.
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_STATS", "2"}}));
   EXPECT_EQ(base, fp({{"SUMCAST_MPI_BIND", "eth0"}}));

@@ -413,6 +413,8 @@ uint64_t fingerprint(const MpiConfig& c) {
   // Ranks that would answer the loss of every appliance differently (one falls back to MPI, one
   // fails) must not start.
   h = fnv1a(h, c.fallback_mpi ? "fallback mpi" : "fallback error");
+  // Failover on for some ranks and off for others would split a job at the first loss.
+  h = fnv1a(h, "failover " + std::to_string(static_cast<int>(c.failover)));
   return h;
 }
 
