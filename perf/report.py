@@ -220,13 +220,17 @@ def cluster(path):
     with open(path) as f:
         data = json.load(f)
     rate = data.get("rate_mbit", 0)
+    mtu = int(data.get("mtu", 1500))
+    # The workers take the largest RoCE payload (1024, 2048 or 4096) whose frame the MTU carries.
+    payload = 4096 if mtu >= 4180 else 2048 if mtu >= 2132 else 1024
+    links = f"MTU {mtu}, {payload // 1024} KiB payloads"
     if rate:
         print(f"All-reduce on the emulated cluster: every worker link tbf {rate} Mbit/s each way "
               f"(R = {rate / 8000:.4f} GB/s), appliance link n x R; sumcastd on net_{data.get('pmd', 'af_packet')}, "
-              f"1 KiB payloads. algbw in GB/s (1e9 bytes/s).")
+              f"{links}. algbw in GB/s (1e9 bytes/s).")
     else:
         print(f"All-reduce on the test bed WITHOUT shaping (the machine's CPU-bound ceiling); sumcastd on "
-              f"net_{data.get('pmd', 'af_packet')}, 1 KiB payloads. algbw in GB/s (1e9 bytes/s); xR columns: "
+              f"net_{data.get('pmd', 'af_packet')}, {links}. algbw in GB/s (1e9 bytes/s); xR columns: "
               f"multiples of 200 Mbit/s.")
         rate = 200
     for case in data.get("cases", []):
