@@ -438,6 +438,186 @@ TEST(UdpTransport, IcrcCheckCanBeTurnedOff) {
   EXPECT_EQ(receive_n(**t, 1, &payloads).size(), 1u);
 }
 
+// ---- UDP GRO ----------------------------------------------------------------------------------
+
+// `count` results of 16 fp32 elements each (elem_offset 16 k, every byte k + 1), the last one with
+// `last_elems` elements: a train the kernel may coalesce.
+std::vector<std::vector<uint8_t>> result_train(const Appliance& app, const Endpoint& to, size_t count,
+                                               uint16_t last_elems) {
+  std::vector<std::vector<uint8_t>> train;
+  for (size_t k = 0; k < count; ++k) {
+    wire::SumcastHeader h = result_header(1);
+    h.elem_count = k + 1 == count ? last_elems : 16;
+    h.elem_offset = static_cast<uint32_t>(16 * k);
+    train.push_back(app.result(to, h, to.qpn, kQkey, std::vector<uint8_t>(4u * h.elem_count, uint8_t(k + 1))));
+  }
+  return train;
+}
+
+// Sends the train as one UDP_SEGMENT send (segment size: the first datagram's length). On
+// loopback the kernel hands it whole to a socket with UDP_GRO (one buffer and a UDP_GRO control
+// message, as a NIC's GRO would) and segments it for any other. False: this kernel has no UDP GSO.
+bool send_segmented(const Appliance& app, const Endpoint& to, const std::vector<std::vector<uint8_t>>& train) {
+  std::vector<uint8_t> all;
+  for (const auto& d : train) all.insert(all.end(), d.begin(), d.end());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(to.udp_port);
+  a.sin_addr.s_addr = htonl(to.ip);
+  iovec iov{all.data(), all.size()};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(uint16_t))] = {};
+  msghdr m{};
+  m.msg_name = &a;
+  m.msg_namelen = sizeof(a);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof(ctl);
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = IPPROTO_UDP;
+  c->cmsg_type = UDP_SEGMENT;
+  c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+  const uint16_t seg = static_cast<uint16_t>(train.front().size());
+  std::memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+  return sendmsg(app.fd, &m, 0) == static_cast<ssize_t>(all.size());
+}
+
+// Receives until `n` results were handed out (bounded), `out_size` at a time.
+std::vector<Received> receive_results(UdpTransport& t, size_t n, size_t out_size,
+                                      std::vector<std::vector<uint8_t>>* payloads) {
+  std::vector<Received> all;
+  std::vector<Received> buf(out_size);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (all.size() < n && std::chrono::steady_clock::now() < deadline) {
+    const size_t k = t.receive(buf);
+    if (k == 0) {
+      pollfd p{t.wait_fd(), POLLIN, 0};
+      (void)poll(&p, 1, 100);
+    }
+    for (size_t i = 0; i < k; ++i) {
+      all.push_back(buf[i]);
+      payloads->emplace_back(buf[i].payload, buf[i].payload + buf[i].payload_len);
+    }
+  }
+  return all;
+}
+
+// Every result of `got` is the train's k-th: its offset, length and bytes.
+void expect_train(const std::vector<Received>& got, const std::vector<std::vector<uint8_t>>& payloads, size_t count,
+                  uint16_t last_elems) {
+  ASSERT_EQ(got.size(), count);
+  for (size_t k = 0; k < count; ++k) {
+    const uint32_t elems = k + 1 == count ? last_elems : 16;
+    EXPECT_EQ(got[k].hdr.elem_offset, 16 * k) << k;
+    EXPECT_EQ(got[k].hdr.elem_count, elems) << k;
+    EXPECT_EQ(payloads[k], std::vector<uint8_t>(4 * elems, uint8_t(k + 1))) << k;
+  }
+}
+
+int udp_gro_option(const UdpTransport& t) {
+  int v = -1;
+  socklen_t len = sizeof(v);
+  EXPECT_EQ(getsockopt(t.wait_fd(), IPPROTO_UDP, UDP_GRO, &v, &len), 0);
+  return v;
+}
+
+// A coalesced buffer is split into datagrams of the segment size, the last one shorter, each
+// validated (ICRC with IP ID 0) and handed out in order.
+TEST(UdpTransport, GroBufferIsSplitIntoItsDatagramsTheLastShorter) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(udp_gro_option(*t), 1);  // on by default
+  EXPECT_EQ(t->counters().gro_refused, 0u);
+  Appliance app;
+  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+  const Endpoint me = t->local_endpoint();
+  const auto train = result_train(app, me, 5, 3);
+  if (!send_segmented(app, me, train)) GTEST_SKIP() << "skipped: no UDP_SEGMENT here: " << std::strerror(errno);
+  std::vector<std::vector<uint8_t>> payloads;
+  const auto got = receive_results(*t, 5, 64, &payloads);
+  expect_train(got, payloads, 5, 3);
+  EXPECT_EQ(t->counters().gro_receives, 1u);
+  EXPECT_EQ(t->counters().gro_segments, 5u);
+  EXPECT_EQ(t->counters().rx_packets, 5u);
+  EXPECT_EQ(t->counters().results, 5u);
+  EXPECT_EQ(t->counters().drops[static_cast<size_t>(DropReason::kBadIcrc)], 0u);
+}
+
+// A corrupted segment in a coalesced buffer is dropped alone; its neighbours pass.
+TEST(UdpTransport, GroSegmentsAreValidatedOneByOne) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  Appliance app;
+  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+  const Endpoint me = t->local_endpoint();
+  auto train = result_train(app, me, 4, 16);
+  train[2][wire::kRoceHeadersLen] ^= 0xFF;  // a payload byte: the ICRC no longer holds
+  if (!send_segmented(app, me, train)) GTEST_SKIP() << "skipped: no UDP_SEGMENT here: " << std::strerror(errno);
+  std::vector<std::vector<uint8_t>> payloads;
+  const auto got = receive_results(*t, 3, 64, &payloads);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].hdr.elem_offset, 0u);
+  EXPECT_EQ(got[1].hdr.elem_offset, 16u);
+  EXPECT_EQ(got[2].hdr.elem_offset, 48u);
+  EXPECT_EQ(t->counters().drops[static_cast<size_t>(DropReason::kBadIcrc)], 1u);
+  EXPECT_EQ(t->counters().gro_segments, 4u);
+}
+
+// More datagrams in coalesced buffers than one receive() takes: the rest come with the next
+// calls, before the socket is read again, none lost, in order.
+TEST(UdpTransport, GroSegmentsBeyondOneReceiveWaitForTheNext) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  Appliance app;
+  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+  const Endpoint me = t->local_endpoint();
+  const auto train = result_train(app, me, 40, 16);
+  if (!send_segmented(app, me, train)) GTEST_SKIP() << "skipped: no UDP_SEGMENT here: " << std::strerror(errno);
+  std::vector<std::vector<uint8_t>> payloads;
+  const auto got = receive_results(*t, 40, 16, &payloads);
+  expect_train(got, payloads, 40, 16);
+  EXPECT_EQ(t->counters().gro_receives, 1u);
+  EXPECT_EQ(t->counters().gro_segments, 40u);
+  std::vector<Received> more(16);
+  EXPECT_EQ(t->receive(more), 0u);  // nothing is handed out twice
+}
+
+int refuse_setsockopt(int, int, int, const void*, socklen_t) {
+  errno = ENOPROTOOPT;
+  return -1;
+}
+
+// A kernel that refuses UDP_GRO (the seam) or GRO turned off: one datagram per buffer, counted
+// and said; a segmented send still arrives whole, the kernel splitting it for the socket.
+TEST(UdpTransport, WithoutGroEveryDatagramComesAlone) {
+  for (const bool refused : {true, false}) {
+    SCOPED_TRACE(refused ? "refused" : "off");
+    UdpTransportOptions o;
+    o.bind_ip = kLoopback;
+    if (refused) {
+      o.offload_setsockopt = refuse_setsockopt;
+    } else {
+      o.gro = false;
+    }
+    auto t = UdpTransport::open(o);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    EXPECT_EQ(udp_gro_option(**t), 0);
+    EXPECT_EQ((*t)->counters().gro_refused, refused ? 1u : 0u);
+    EXPECT_EQ((*t)->describe().find("no GRO: setsockopt(UDP_GRO)") != std::string::npos, refused)
+        << (*t)->describe();
+    Appliance app;
+    ASSERT_TRUE((*t)->add_peer(peer_of(app)).ok());
+    const Endpoint me = (*t)->local_endpoint();
+    const auto train = result_train(app, me, 5, 3);
+    if (!send_segmented(app, me, train)) GTEST_SKIP() << "skipped: no UDP_SEGMENT here: " << std::strerror(errno);
+    std::vector<std::vector<uint8_t>> payloads;
+    const auto got = receive_results(**t, 5, 64, &payloads);
+    expect_train(got, payloads, 5, 3);
+    EXPECT_EQ((*t)->counters().gro_receives, 0u);
+    EXPECT_EQ((*t)->counters().gro_segments, 0u);
+  }
+}
+
 TEST(UdpTransport, DropReasonNamesMatchTheWireForStructuralReasons) {
   EXPECT_STREQ(drop_reason_name(DropReason::kBadLength), wire::parse_error_name(wire::ParseError::kBadLength));
   EXPECT_STREQ(drop_reason_name(DropReason::kBadIcrc), "bad_icrc");

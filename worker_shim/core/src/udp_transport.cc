@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -17,8 +18,12 @@ namespace {
 
 // A received datagram is at most BTH..ICRC of the largest payload; one more byte detects larger.
 constexpr size_t kRxBufLen = wire::roce_len(wire::kMaxPayloadBytes) + 64;
-// Control messages per datagram: IP_TOS (with recv_ecn) and SO_RXQ_OVFL (the socket's drop count).
-constexpr size_t kCmsgWords = (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + 7) / 8;
+// With UDP_GRO: a coalesced buffer is at most one UDP datagram's worth of payload (65507 bytes).
+constexpr size_t kGroBufLen = 65536;
+constexpr size_t kGroMaxBatch = 64;  // receive buffers of kGroBufLen bytes, whatever the batch
+// Control messages per buffer: IP_TOS (with recv_ecn), SO_RXQ_OVFL (the socket's drop count) and
+// UDP_GRO (the segment size of a coalesced buffer).
+constexpr size_t kCmsgWords = (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int)) + 7) / 8;
 constexpr uint8_t kEcnCe = 0x03;
 
 // Sets SO_RCVBUF or SO_SNDBUF (forced when privileged; otherwise capped by net.core.rmem_max or
@@ -38,6 +43,7 @@ struct RxControl {
   uint8_t ecn = 0;
   bool have_drops = false;
   uint32_t drops = 0;
+  uint32_t gso_size = 0;  // UDP_GRO: the buffer holds datagrams of this size (the last may be shorter)
 };
 
 RxControl received_control(msghdr& h) {
@@ -49,6 +55,10 @@ RxControl received_control(msghdr& h) {
     } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
       std::memcpy(&rc.drops, CMSG_DATA(c), sizeof(rc.drops));
       rc.have_drops = true;
+    } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+      int size = 0;
+      std::memcpy(&size, CMSG_DATA(c), sizeof(size));
+      rc.gso_size = size > 0 ? static_cast<uint32_t>(size) : 0;
     }
   }
   return rc;
@@ -74,6 +84,14 @@ Status set_busy_poll(int fd, uint32_t us) {
 void ask_drop_counts(int fd) {
   const int one = 1;
   (void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
+}
+
+// UDP_GRO on `fd` (through the test seam when there is one); "" or why the kernel refused it.
+std::string enable_gro(int fd, const UdpTransportOptions& o) {
+  const int one = 1;
+  const int rc = o.offload_setsockopt != nullptr ? o.offload_setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one))
+                                                 : setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));
+  return rc == 0 ? std::string() : std::string("setsockopt(UDP_GRO): ") + std::strerror(errno);
 }
 
 }  // namespace
@@ -133,6 +151,11 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   t->counters_.tx_buffer_bytes = set_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
   ask_drop_counts(t->fd_);
   SUMCAST_RETURN_IF_ERROR(set_busy_poll(t->fd_, options.busy_poll_us));
+  if (options.gro) {
+    t->gro_refused_ = enable_gro(t->fd_, options);
+    t->gro_ = t->gro_refused_.empty();
+    t->counters_.gro_refused = t->gro_ ? 0 : 1;
+  }
   sockaddr_in me{};
   me.sin_family = AF_INET;
   me.sin_port = htons(options.port);
@@ -147,13 +170,15 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   t->qpn_ = options.qpn != 0 ? (options.qpn & 0xFFFFFF) : (0x010000u | t->port_);
 
   const size_t b = options.batch;
-  t->rx_mem_.resize(b * kRxBufLen);
-  t->rx_msgs_.resize(b);
-  t->rx_iov_.resize(b);
-  t->rx_addr_.resize(b);
-  t->rx_cmsg_.assign(b * kCmsgWords, 0);
-  for (size_t i = 0; i < b; ++i) {
-    t->rx_iov_[i] = {t->rx_mem_.data() + i * kRxBufLen, kRxBufLen};
+  const size_t rb = t->gro_ ? std::min(b, kGroMaxBatch) : b;
+  t->rx_buf_len_ = t->gro_ ? kGroBufLen : kRxBufLen;
+  t->rx_mem_.resize(rb * t->rx_buf_len_);
+  t->rx_msgs_.resize(rb);
+  t->rx_iov_.resize(rb);
+  t->rx_addr_.resize(rb);
+  t->rx_cmsg_.assign(rb * kCmsgWords, 0);
+  for (size_t i = 0; i < rb; ++i) {
+    t->rx_iov_[i] = {t->rx_mem_.data() + i * t->rx_buf_len_, t->rx_buf_len_};
     std::memset(&t->rx_msgs_[i], 0, sizeof(mmsghdr));
   }
   t->tx_msgs_.resize(b);
@@ -212,6 +237,12 @@ Status UdpTransport::join(uint32_t group) {
   if (Status st = set_busy_poll(g.fd, options_.busy_poll_us); !st.ok()) {
     close(g.fd);
     return st.with_context(what + ": ");
+  }
+  if (gro_) {
+    if (std::string why = enable_gro(g.fd, options_); !why.empty()) {
+      close(g.fd);
+      return Status::internal(what + ": " + why + " (the data socket took it)");
+    }
   }
   sockaddr_in at{};
   at.sin_family = AF_INET;
@@ -334,21 +365,34 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
 
 size_t UdpTransport::receive(std::span<Received> out) {
   if (out.empty()) return 0;
-  const size_t want = std::min(out.size(), rx_msgs_.size());
   size_t accepted = 0;
-  size_t used = drain(fd_, &rx_drops_seen_, ip_, port_, false, 0, out.first(want), &accepted);
+  if (pending_next_ < pending_.size()) {
+    // The rx buffers still hold these segments: hand them out before reading the sockets again.
+    while (pending_next_ < pending_.size() && accepted < out.size()) {
+      if (accept(pending_[pending_next_++], &out[accepted])) ++accepted;
+    }
+    if (pending_next_ == pending_.size()) {
+      pending_.clear();
+      pending_next_ = 0;
+    }
+    return accepted;
+  }
+  const size_t want = std::min(out.size(), rx_msgs_.size());
+  size_t used = drain(fd_, &rx_drops_seen_, ip_, port_, false, 0, want, out, &accepted);
   for (Group& g : groups_) {
-    if (used >= want) break;
+    if (used >= want || accepted >= out.size() || !pending_.empty()) break;
     size_t more = 0;
-    used += drain(g.fd, &g.drops_seen, g.ip, wire::kRoceUdpPort, true, used, out.subspan(accepted, want - used), &more);
+    used += drain(g.fd, &g.drops_seen, g.ip, wire::kRoceUdpPort, true, used, want - used, out.subspan(accepted),
+                  &more);
     accepted += more;
   }
   return accepted;
 }
 
 size_t UdpTransport::drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first,
-                           std::span<Received> out, size_t* accepted) {
-  const size_t want = out.size();
+                           size_t max_msgs, std::span<Received> out, size_t* accepted) {
+  *accepted = 0;
+  const size_t want = max_msgs;
   if (want == 0) return 0;
   for (size_t i = first; i < first + want; ++i) {
     msghdr& h = rx_msgs_[i].msg_hdr;
@@ -367,123 +411,164 @@ size_t UdpTransport::drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16
   if (rc <= 0) return 0;
   size_t n = 0;
   for (size_t i = first; i < first + static_cast<size_t>(rc); ++i) {
-    const uint8_t* data = rx_mem_.data() + i * kRxBufLen;
+    const uint8_t* data = rx_mem_.data() + i * rx_buf_len_;
     const size_t len = rx_msgs_[i].msg_len;
-    ++counters_.rx_packets;
-    counters_.rx_bytes += len;
     const RxControl ctl = received_control(rx_msgs_[i].msg_hdr);
     if (ctl.have_drops && ctl.drops != *drops_seen) {  // a 32-bit count since the socket opened
       counters_.rx_overflows += static_cast<uint32_t>(ctl.drops - *drops_seen);
       *drops_seen = ctl.drops;
     }
-    if ((rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len >= kRxBufLen) {
+    // A coalesced buffer (UDP_GRO): datagrams of gso_size bytes, the last one possibly shorter.
+    const size_t seg = ctl.gso_size != 0 && ctl.gso_size < len ? ctl.gso_size : len;
+    if (seg < len) {
+      ++counters_.gro_receives;
+      counters_.gro_segments += (len + seg - 1) / seg;
+    }
+    if ((rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0) {  // the buffer is no longer what was sent
+      ++counters_.rx_packets;
+      counters_.rx_bytes += len;
       drop(DropReason::kTruncated);
       continue;
     }
-    const uint32_t src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
-    const uint16_t src_port = ntohs(rx_addr_[i].sin_port);
-    // IP ID 0 and DF: what the kernel writes for a DF datagram from an unconnected socket.
-    const icrc::UdpFields f{.src_ip = src_ip, .dst_ip = dst_ip, .src_port = src_port, .dst_port = dst_port};
-    uint32_t cnp_qp = 0;
-    if (wire::parse_cnp(std::span<const uint8_t>(data, len), &cnp_qp)) {
-      // Congestion notification: no Sumcast header, so the peer is the appliance at that source
-      // (the port match preferred when several share the address).
-      int peer = -1;
-      for (size_t p = 0; p < peers_.size(); ++p) {
-        if (peers_[p].spec.ip == src_ip && (peer < 0 || peers_[p].spec.udp_port == src_port)) {
-          peer = static_cast<int>(p);
-        }
-      }
-      if (peer < 0) {
-        drop(DropReason::kUnknownSource);
-      } else if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
-        drop(DropReason::kBadIcrc);
-      } else if (group || cnp_qp != qpn_) {
-        drop(DropReason::kBadDestQp);
+    Datagram d;
+    d.src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
+    d.src_port = ntohs(rx_addr_[i].sin_port);
+    d.dst_ip = dst_ip;
+    d.dst_port = dst_port;
+    d.group = group;
+    d.ecn = ctl.ecn;
+    size_t off = 0;
+    do {  // once for an empty datagram too (the parser rejects it)
+      d.data = data + off;
+      d.len = static_cast<uint32_t>(std::min(seg, len - off));
+      off += d.len;
+      ++counters_.rx_packets;
+      counters_.rx_bytes += d.len;
+      if (n < out.size()) {
+        if (accept(d, &out[n])) ++n;
       } else {
-        ++counters_.cnps;
-        Received& r = out[n++];
-        r = Received{};
-        r.peer = static_cast<uint32_t>(peer);
-        r.cnp = true;
+        pending_.push_back(d);
       }
-      continue;
-    }
-    wire::ParsedPacket pp;
-    const wire::ParseError pe = wire::parse_roce(std::span<const uint8_t>(data, len), &pp);
-    if (pe != wire::ParseError::kOk) {
-      drop(static_cast<DropReason>(pe));
-      continue;
-    }
-    bool known_source = false;
-    int peer = -1;
-    for (size_t p = 0; p < peers_.size(); ++p) {
-      if (peers_[p].spec.ip != src_ip) continue;
-      known_source = true;
-      if (peers_[p].spec.job_id != pp.hdr.job_id) continue;
-      if (group && peers_[p].spec.group != dst_ip) continue;  // another job's group
-      // Several appliances may share an address (embedded services); prefer the port match.
-      if (peer < 0 || peers_[p].spec.udp_port == src_port) peer = static_cast<int>(p);
-    }
-    if (!known_source) {
-      drop(DropReason::kUnknownSource);
-      continue;
-    }
-    if (peer < 0) {
-      drop(DropReason::kUnknownJob);
-      continue;
-    }
-    const PeerSpec& ps = peers_[static_cast<size_t>(peer)].spec;
-    if (pp.qkey != ps.qkey) {
-      drop(DropReason::kBadQkey);
-      continue;
-    }
-    if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
-      drop(DropReason::kBadIcrc);
-      continue;
-    }
-    if (pp.hdr.type == wire::MsgType::kContribution) {
-      drop(DropReason::kNotResult);
-      continue;
-    }
-    if (group ? pp.dest_qp != wire::kMulticastQpn : (pp.dest_qp != qpn_ && pp.dest_qp != wire::kMulticastQpn)) {
-      drop(DropReason::kBadDestQp);
-      continue;
-    }
-    bool ce = false;
-    if (pp.hdr.type == wire::MsgType::kResult) {
-      if (group ? pp.hdr.rank != wire::kRankMulticast
-                : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
-        drop(DropReason::kBadRank);
-        continue;
-      }
-      if (pp.hdr.dtype != ps.dtype) {
-        drop(DropReason::kDtypeMismatch);
-        continue;
-      }
-      if (pp.hdr.op != ps.op) {
-        drop(DropReason::kOpMismatch);
-        continue;
-      }
-      ++counters_.results;
-      if (group) ++counters_.group_results;
-      ce = ctl.ecn == kEcnCe;
-      if (ce) ++counters_.ce_results;
-    } else {
-      ++counters_.aborts;
-    }
-    Received& r = out[n++];
-    r.peer = static_cast<uint32_t>(peer);
-    r.cnp = false;
-    r.ce = ce;
-    r.hdr = pp.hdr;
-    r.payload = pp.payload;
-    r.payload_len = static_cast<uint32_t>(pp.payload_len);
+    } while (off < len);
   }
   *accepted = n;
   return static_cast<size_t>(rc);
 }
 
-std::string UdpTransport::describe() const { return "udp " + format_ipv4(ip_) + ":" + std::to_string(port_); }
+bool UdpTransport::accept(const Datagram& d, Received* r) {
+  const uint8_t* data = d.data;
+  const size_t len = d.len;
+  const uint32_t src_ip = d.src_ip;
+  const uint16_t src_port = d.src_port;
+  const uint32_t dst_ip = d.dst_ip;
+  const bool group = d.group;
+  if (len >= kRxBufLen) {  // larger than any datagram of ours
+    drop(DropReason::kTruncated);
+    return false;
+  }
+  // IP ID 0 and DF: what the kernel writes for a DF datagram from an unconnected socket.
+  const icrc::UdpFields f{.src_ip = src_ip, .dst_ip = dst_ip, .src_port = src_port, .dst_port = d.dst_port};
+  uint32_t cnp_qp = 0;
+  if (wire::parse_cnp(std::span<const uint8_t>(data, len), &cnp_qp)) {
+    // Congestion notification: no Sumcast header, so the peer is the appliance at that source
+    // (the port match preferred when several share the address).
+    int peer = -1;
+    for (size_t p = 0; p < peers_.size(); ++p) {
+      if (peers_[p].spec.ip == src_ip && (peer < 0 || peers_[p].spec.udp_port == src_port)) {
+        peer = static_cast<int>(p);
+      }
+    }
+    if (peer < 0) {
+      drop(DropReason::kUnknownSource);
+    } else if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+      drop(DropReason::kBadIcrc);
+    } else if (group || cnp_qp != qpn_) {
+      drop(DropReason::kBadDestQp);
+    } else {
+      ++counters_.cnps;
+      *r = Received{};
+      r->peer = static_cast<uint32_t>(peer);
+      r->cnp = true;
+      return true;
+    }
+    return false;
+  }
+  wire::ParsedPacket pp;
+  const wire::ParseError pe = wire::parse_roce(std::span<const uint8_t>(data, len), &pp);
+  if (pe != wire::ParseError::kOk) {
+    drop(static_cast<DropReason>(pe));
+    return false;
+  }
+  bool known_source = false;
+  int peer = -1;
+  for (size_t p = 0; p < peers_.size(); ++p) {
+    if (peers_[p].spec.ip != src_ip) continue;
+    known_source = true;
+    if (peers_[p].spec.job_id != pp.hdr.job_id) continue;
+    if (group && peers_[p].spec.group != dst_ip) continue;  // another job's group
+    // Several appliances may share an address (embedded services); prefer the port match.
+    if (peer < 0 || peers_[p].spec.udp_port == src_port) peer = static_cast<int>(p);
+  }
+  if (!known_source) {
+    drop(DropReason::kUnknownSource);
+    return false;
+  }
+  if (peer < 0) {
+    drop(DropReason::kUnknownJob);
+    return false;
+  }
+  const PeerSpec& ps = peers_[static_cast<size_t>(peer)].spec;
+  if (pp.qkey != ps.qkey) {
+    drop(DropReason::kBadQkey);
+    return false;
+  }
+  if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+    drop(DropReason::kBadIcrc);
+    return false;
+  }
+  if (pp.hdr.type == wire::MsgType::kContribution) {
+    drop(DropReason::kNotResult);
+    return false;
+  }
+  if (group ? pp.dest_qp != wire::kMulticastQpn : (pp.dest_qp != qpn_ && pp.dest_qp != wire::kMulticastQpn)) {
+    drop(DropReason::kBadDestQp);
+    return false;
+  }
+  bool ce = false;
+  if (pp.hdr.type == wire::MsgType::kResult) {
+    if (group ? pp.hdr.rank != wire::kRankMulticast
+              : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
+      drop(DropReason::kBadRank);
+      return false;
+    }
+    if (pp.hdr.dtype != ps.dtype) {
+      drop(DropReason::kDtypeMismatch);
+      return false;
+    }
+    if (pp.hdr.op != ps.op) {
+      drop(DropReason::kOpMismatch);
+      return false;
+    }
+    ++counters_.results;
+    if (group) ++counters_.group_results;
+    ce = d.ecn == kEcnCe;
+    if (ce) ++counters_.ce_results;
+  } else {
+    ++counters_.aborts;
+  }
+  r->peer = static_cast<uint32_t>(peer);
+  r->cnp = false;
+  r->ce = ce;
+  r->hdr = pp.hdr;
+  r->payload = pp.payload;
+  r->payload_len = static_cast<uint32_t>(pp.payload_len);
+  return true;
+}
+
+std::string UdpTransport::describe() const {
+  std::string d = "udp " + format_ipv4(ip_) + ":" + std::to_string(port_);
+  if (!gro_refused_.empty()) d += " (no GRO: " + gro_refused_ + ")";
+  return d;
+}
 
 }  // namespace sumcast::shim
