@@ -41,7 +41,7 @@ class Stats {
   // retransmissions those that were stall probes (no later chunk answered: a late rank or a
   // descheduled appliance, not a loss), and the data path's drops on this rank's side: datagrams
   // its sockets dropped for want of receive buffer, sends refused (EAGAIN/ENOBUFS, retried) and
-  // packets not sent at all.
+  // packets not sent at all; and the coalesced receive buffers (UDP GRO) and the datagrams they held.
   static constexpr size_t kPerKind = 6;
   static constexpr size_t kReasonBase = kPerKind * kCallKindCount;
   static constexpr size_t kIntranodeField = kReasonBase + kPassReasonCount;
@@ -56,7 +56,9 @@ class Stats {
   static constexpr size_t kRxOverflowField = kStallProbeField + 1;
   static constexpr size_t kTxRefusedField = kRxOverflowField + 1;
   static constexpr size_t kTxDroppedField = kTxRefusedField + 1;
-  static constexpr size_t kFields = kTxDroppedField + 1;
+  static constexpr size_t kGroReceivesField = kTxDroppedField + 1;
+  static constexpr size_t kGroSegmentsField = kGroReceivesField + 1;
+  static constexpr size_t kFields = kGroSegmentsField + 1;
   using Snapshot = std::array<uint64_t, kFields>;
 
   void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
@@ -68,6 +70,8 @@ class Stats {
     uint64_t rx_overflows = 0;
     uint64_t tx_refused = 0;  // EAGAIN + ENOBUFS
     uint64_t tx_dropped = 0;
+    uint64_t gro_receives = 0;
+    uint64_t gro_segments = 0;
   };
   void add_data_path(const DataPath& d);
   void staged(uint64_t bytes_copied);
