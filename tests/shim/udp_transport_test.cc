@@ -618,6 +618,166 @@ TEST(UdpTransport, WithoutGroEveryDatagramComesAlone) {
   }
 }
 
+// ---- UDP GSO ----------------------------------------------------------------------------------
+
+// `count` contributions of 256 bytes (the last of `last_len`), built by `t` for `peer`: every byte
+// of packet k is k + 1.
+std::vector<std::vector<uint8_t>> built_train(UdpTransport& t, uint32_t peer, size_t count, size_t last_len) {
+  std::vector<std::vector<uint8_t>> train;
+  for (size_t k = 0; k < count; ++k) {
+    wire::SumcastHeader h = result_header(1);
+    h.type = wire::MsgType::kContribution;
+    h.elem_count = static_cast<uint16_t>((k + 1 == count ? last_len : 256) / 4);
+    h.elem_offset = static_cast<uint32_t>(64 * k);
+    const std::vector<uint8_t> payload(4u * h.elem_count, uint8_t(k + 1));
+    std::vector<uint8_t> b(t.packet_capacity(payload.size()));
+    b.resize(t.build(b.data(), peer, 0x100, static_cast<uint32_t>(k), h, payload.data()));
+    train.push_back(std::move(b));
+  }
+  return train;
+}
+
+Status send_train(UdpTransport& t, uint32_t peer, const std::vector<std::vector<uint8_t>>& train) {
+  std::vector<OutPacket> out;
+  for (const auto& b : train) out.push_back({peer, b.data(), static_cast<uint32_t>(b.size())});
+  return t.send(out);
+}
+
+// One buffer as the appliance socket got it, and the segment size the kernel said (0: none).
+struct Got {
+  std::vector<uint8_t> bytes;
+  uint32_t gso_size = 0;
+};
+std::vector<Got> appliance_receive(const Appliance& app, size_t datagrams) {
+  std::vector<Got> got;
+  size_t seen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (seen < datagrams && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{app.fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    Got g;
+    g.bytes.resize(70000);
+    iovec iov{g.bytes.data(), g.bytes.size()};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof(ctl);
+    const ssize_t n = recvmsg(app.fd, &m, MSG_DONTWAIT);
+    if (n < 0) continue;
+    g.bytes.resize(static_cast<size_t>(n));
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+      if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+        int v = 0;
+        std::memcpy(&v, CMSG_DATA(c), sizeof(v));
+        g.gso_size = static_cast<uint32_t>(v);
+      }
+    }
+    seen += g.gso_size != 0 ? (g.bytes.size() + g.gso_size - 1) / g.gso_size : 1;
+    got.push_back(std::move(g));
+  }
+  return got;
+}
+
+// With GSO a train to one peer leaves in one UDP_SEGMENT send; segment k carries the ICRC of the
+// IPv4 header the kernel writes for it (IP ID k, DF): what sumcastd checks on the real header.
+// The appliance socket takes the train whole (UDP_GRO on loopback) to see where each segment lies.
+TEST(UdpTransport, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  o.gso = true;
+  auto t = UdpTransport::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  if ((*t)->counters().gso_refused != 0) GTEST_SKIP() << "skipped: no UDP GSO here: " << (*t)->describe();
+  Appliance app;
+  const int one = 1;
+  ASSERT_EQ(setsockopt(app.fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)), 0);
+  auto peer = (*t)->add_peer(peer_of(app));
+  ASSERT_TRUE(peer.ok());
+  const auto train = built_train(**t, *peer, 6, 40);
+  ASSERT_TRUE(send_train(**t, *peer, train).ok());
+  const TransportCounters& c = (*t)->counters();
+  EXPECT_EQ(c.gso_sends, 1u);
+  EXPECT_EQ(c.gso_segments, 6u);
+  EXPECT_EQ(c.tx_packets, 6u);
+  const auto got = appliance_receive(app, 6);
+  ASSERT_EQ(got.size(), 1u) << "the train did not arrive as one buffer";
+  ASSERT_EQ(got[0].gso_size, train[0].size());
+  icrc::UdpFields f;
+  f.src_ip = kLoopback;
+  f.dst_ip = app.ip;
+  f.src_port = (*t)->local_endpoint().udp_port;
+  f.dst_port = app.port;
+  size_t off = 0;
+  for (size_t k = 0; k < train.size(); ++k) {
+    const std::span<const uint8_t> seg(got[0].bytes.data() + off, train[k].size());
+    off += train[k].size();
+    f.ip_id = static_cast<uint16_t>(k);
+    EXPECT_TRUE(icrc::verify_udp(f, seg)) << "segment " << k << " with IP ID " << k;
+    f.ip_id = 0;
+    EXPECT_EQ(icrc::verify_udp(f, seg), k == 0) << "segment " << k << " with IP ID 0";
+    wire::ParsedPacket pp;
+    ASSERT_EQ(wire::parse_roce(seg, &pp), wire::ParseError::kOk) << k;
+    EXPECT_EQ(pp.hdr.elem_offset, 64 * k);
+    EXPECT_EQ(pp.payload[0], uint8_t(k + 1));
+  }
+  EXPECT_EQ(off, got[0].bytes.size());
+
+  // The same buffers sent one at a time (another peer between them) are stamped for ID 0 again.
+  Appliance other;
+  auto peer2 = (*t)->add_peer(peer_of(other));
+  ASSERT_TRUE(peer2.ok());
+  const auto lone = built_train(**t, *peer2, 1, 256);
+  std::vector<OutPacket> mixed = {{*peer, train[3].data(), static_cast<uint32_t>(train[3].size())},
+                                  {*peer2, lone[0].data(), static_cast<uint32_t>(lone[0].size())}};
+  ASSERT_TRUE((*t)->send(mixed).ok());
+  EXPECT_EQ(c.gso_sends, 1u);  // nothing to coalesce
+  const auto again = appliance_receive(app, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].gso_size, 0u);
+  f.ip_id = 0;
+  EXPECT_TRUE(icrc::verify_udp(f, again[0].bytes));
+}
+
+int refuse_setsockopt_gso(int, int, int name, const void*, socklen_t) {
+  if (name != UDP_SEGMENT) return 0;
+  errno = ENOPROTOOPT;
+  return -1;
+}
+
+// GSO is off unless asked for; asked for where the kernel refuses UDP_SEGMENT (the seam), every
+// packet goes alone with the ICRC of IP ID 0, counted and said.
+TEST(UdpTransport, WithoutGsoEveryPacketGoesAloneWithIpId0) {
+  for (const bool asked : {false, true}) {
+    SCOPED_TRACE(asked ? "asked, refused" : "not asked");
+    UdpTransportOptions o;
+    o.bind_ip = kLoopback;
+    o.gso = asked;
+    o.offload_setsockopt = refuse_setsockopt_gso;
+    auto t = UdpTransport::open(o);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    EXPECT_EQ((*t)->counters().gso_refused, asked ? 1u : 0u);
+    EXPECT_EQ((*t)->describe().find("no GSO: setsockopt(UDP_SEGMENT)") != std::string::npos, asked)
+        << (*t)->describe();
+    Appliance app;
+    auto peer = (*t)->add_peer(peer_of(app));
+    ASSERT_TRUE(peer.ok());
+    const auto train = built_train(**t, *peer, 4, 256);
+    ASSERT_TRUE(send_train(**t, *peer, train).ok());
+    EXPECT_EQ((*t)->counters().gso_sends, 0u);
+    EXPECT_EQ((*t)->counters().tx_packets, 4u);
+    const auto got = appliance_receive(app, 4);
+    ASSERT_EQ(got.size(), 4u);
+    icrc::UdpFields f;
+    f.src_ip = kLoopback;
+    f.dst_ip = app.ip;
+    f.src_port = (*t)->local_endpoint().udp_port;
+    f.dst_port = app.port;
+    for (const Got& g : got) EXPECT_TRUE(icrc::verify_udp(f, g.bytes));
+  }
+}
+
 TEST(UdpTransport, DropReasonNamesMatchTheWireForStructuralReasons) {
   EXPECT_STREQ(drop_reason_name(DropReason::kBadLength), wire::parse_error_name(wire::ParseError::kBadLength));
   EXPECT_STREQ(drop_reason_name(DropReason::kBadIcrc), "bad_icrc");

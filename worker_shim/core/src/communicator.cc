@@ -290,6 +290,7 @@ Status Communicator::init() {
   tc.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
   tc.busy_poll_us = c.busy_poll_us;
   tc.gro = c.udp_gro;
+  tc.gso = c.udp_gso;
   tc.rdma_device = c.rdma_device;
   tc.rdma_interface = c.rdma_interface;
   tc.max_payload = c.payload_bytes;
@@ -1346,6 +1347,9 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"gro_receives", s.transport.gro_receives},
       {"gro_segments", s.transport.gro_segments},
       {"gro_refused", s.transport.gro_refused},
+      {"gso_sends", s.transport.gso_sends},
+      {"gso_segments", s.transport.gso_segments},
+      {"gso_refused", s.transport.gso_refused},
       {"rx_results", s.transport.results},
       {"rx_group_results", s.transport.group_results},
       {"multicast", static_cast<uint64_t>(std::count_if(infos_.begin(), infos_.end(),

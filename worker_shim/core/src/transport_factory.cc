@@ -26,6 +26,7 @@ Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& c) {
       o.recv_ecn = c.recv_ecn;
       o.busy_poll_us = c.busy_poll_us;
       o.gro = c.gro;
+      o.gso = c.gso;
       return as_transport(UdpTransport::open(o));
     }
     case TransportKind::kVerbs: {

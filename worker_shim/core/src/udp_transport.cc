@@ -25,6 +25,11 @@ constexpr size_t kGroMaxBatch = 64;  // receive buffers of kGroBufLen bytes, wha
 // UDP_GRO (the segment size of a coalesced buffer).
 constexpr size_t kCmsgWords = (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int)) + 7) / 8;
 constexpr uint8_t kEcnCe = 0x03;
+// A UDP_SEGMENT train: at most 64 segments (the kernel's UDP_MAX_SEGMENTS) and, with a margin
+// below the 65507 bytes of one IPv4 UDP datagram, at most 63 KiB.
+constexpr size_t kGsoMaxSegments = 64;
+constexpr size_t kGsoMaxBytes = 63 * 1024;
+constexpr size_t kTxCmsgWords = (CMSG_SPACE(sizeof(uint16_t)) + 7) / 8;
 
 // Sets SO_RCVBUF or SO_SNDBUF (forced when privileged; otherwise capped by net.core.rmem_max or
 // wmem_max) and returns what the kernel granted.
@@ -86,13 +91,15 @@ void ask_drop_counts(int fd) {
   (void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 }
 
-// UDP_GRO on `fd` (through the test seam when there is one); "" or why the kernel refused it.
-std::string enable_gro(int fd, const UdpTransportOptions& o) {
-  const int one = 1;
-  const int rc = o.offload_setsockopt != nullptr ? o.offload_setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one))
-                                                 : setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));
-  return rc == 0 ? std::string() : std::string("setsockopt(UDP_GRO): ") + std::strerror(errno);
+// A UDP-level option on `fd` (through the test seam when there is one): UDP_GRO = 1 turns GRO
+// on; UDP_SEGMENT = 0 asks whether the kernel knows GSO (0: no segment size of the socket's own).
+// "" or why the kernel refused it.
+std::string set_udp_offload(int fd, const UdpTransportOptions& o, int name, int value, const char* what) {
+  const int rc = o.offload_setsockopt != nullptr ? o.offload_setsockopt(fd, IPPROTO_UDP, name, &value, sizeof(value))
+                                                 : setsockopt(fd, IPPROTO_UDP, name, &value, sizeof(value));
+  return rc == 0 ? std::string() : std::string("setsockopt(") + what + "): " + std::strerror(errno);
 }
+std::string enable_gro(int fd, const UdpTransportOptions& o) { return set_udp_offload(fd, o, UDP_GRO, 1, "UDP_GRO"); }
 
 }  // namespace
 
@@ -156,6 +163,11 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
     t->gro_ = t->gro_refused_.empty();
     t->counters_.gro_refused = t->gro_ ? 0 : 1;
   }
+  if (options.gso) {
+    t->gso_refused_ = set_udp_offload(t->fd_, options, UDP_SEGMENT, 0, "UDP_SEGMENT");
+    t->gso_ = t->gso_stamps_ = t->gso_refused_.empty();
+    t->counters_.gso_refused = t->gso_ ? 0 : 1;
+  }
   sockaddr_in me{};
   me.sin_family = AF_INET;
   me.sin_port = htons(options.port);
@@ -182,7 +194,10 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
     std::memset(&t->rx_msgs_[i], 0, sizeof(mmsghdr));
   }
   t->tx_msgs_.resize(b);
-  t->tx_iov_.resize(b);
+  t->tx_iov_.resize(t->gso_ ? b * kGsoMaxSegments : b);
+  t->tx_cmsg_.assign(t->gso_ ? b * kTxCmsgWords : 0, 0);
+  t->tx_first_.resize(b);
+  t->tx_count_.resize(b);
   return t;
 }
 
@@ -311,30 +326,85 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
   size_t done = 0;
   bool waited = false;
   while (done < packets.size()) {
-    const size_t n = std::min<size_t>(packets.size() - done, tx_msgs_.size());
-    for (size_t i = 0; i < n; ++i) {
-      const OutPacket& o = packets[done + i];
-      tx_iov_[i] = {const_cast<uint8_t*>(o.data), o.len};
-      mmsghdr& m = tx_msgs_[i];
-      std::memset(&m, 0, sizeof(m));
-      m.msg_hdr.msg_name = &peers_[o.peer].addr;
-      m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
-      m.msg_hdr.msg_iov = &tx_iov_[i];
-      m.msg_hdr.msg_iovlen = 1;
-    }
-    const int rc = sendmmsg(fd_, tx_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
-    if (rc > 0 && static_cast<size_t>(rc) < n) ++counters_.tx_partial;  // the next call says why
-    if (rc > 0) {
-      for (int i = 0; i < rc; ++i) {
-        ++counters_.tx_packets;
-        counters_.tx_bytes += packets[done + static_cast<size_t>(i)].len;
+    // One message per packet; with GSO one per train of packets to one peer, of the first one's
+    // length (only the last may be shorter), no buffer twice (its ICRC is stamped per position).
+    size_t m = 0, p = done, iov = 0;
+    for (; m < tx_msgs_.size() && p < packets.size(); ++m) {
+      const OutPacket& first = packets[p];
+      size_t n = 1;
+      if (gso_) {
+        const size_t most = std::min(kGsoMaxSegments, kGsoMaxBytes / std::max<size_t>(first.len, 1));
+        while (n < most && p + n < packets.size()) {
+          const OutPacket& o = packets[p + n];
+          if (o.peer != first.peer || o.len > first.len || packets[p + n - 1].len != first.len) break;
+          bool again = false;
+          for (size_t k = p; k < p + n && !again; ++k) again = packets[k].data == o.data;
+          if (again) break;
+          ++n;
+        }
       }
-      done += static_cast<size_t>(rc);
+      if (gso_stamps_) {  // segment k of a train leaves with IP ID k; a packet alone with 0
+        const Peer& peer = peers_[first.peer];
+        for (size_t k = 0; k < n; ++k) {
+          const OutPacket& o = packets[p + k];
+          const icrc::UdpFields f{.src_ip = ip_,
+                                  .dst_ip = peer.spec.ip,
+                                  .src_port = port_,
+                                  .dst_port = peer.spec.udp_port,
+                                  .ip_id = static_cast<uint16_t>(k)};
+          icrc::stamp_udp(f, std::span<uint8_t>(const_cast<uint8_t*>(o.data), o.len));
+        }
+      }
+      for (size_t k = 0; k < n; ++k) tx_iov_[iov + k] = {const_cast<uint8_t*>(packets[p + k].data), packets[p + k].len};
+      mmsghdr& mh = tx_msgs_[m];
+      std::memset(&mh, 0, sizeof(mh));
+      mh.msg_hdr.msg_name = &peers_[first.peer].addr;
+      mh.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      mh.msg_hdr.msg_iov = &tx_iov_[iov];
+      mh.msg_hdr.msg_iovlen = n;
+      if (n > 1) {
+        mh.msg_hdr.msg_control = &tx_cmsg_[m * kTxCmsgWords];
+        mh.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+        cmsghdr* c = CMSG_FIRSTHDR(&mh.msg_hdr);
+        c->cmsg_level = IPPROTO_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const uint16_t seg = static_cast<uint16_t>(first.len);
+        std::memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+      }
+      tx_first_[m] = p;
+      tx_count_[m] = n;
+      p += n;
+      iov += n;
+    }
+    const int rc = sendmmsg(fd_, tx_msgs_.data(), static_cast<unsigned>(m), MSG_DONTWAIT);
+    if (rc > 0 && static_cast<size_t>(rc) < m) ++counters_.tx_partial;  // the next call says why
+    if (rc > 0) {
+      for (size_t i = 0; i < static_cast<size_t>(rc); ++i) {
+        for (size_t k = 0; k < tx_count_[i]; ++k) {
+          ++counters_.tx_packets;
+          counters_.tx_bytes += packets[tx_first_[i] + k].len;
+        }
+        if (tx_count_[i] > 1) {
+          ++counters_.gso_sends;
+          counters_.gso_segments += tx_count_[i];
+        }
+      }
+      done = tx_first_[rc - 1] + tx_count_[rc - 1];
       waited = false;
       continue;
     }
     const int err = errno;
     if (rc < 0 && err == EINTR) continue;
+    const size_t lost = tx_count_[0];  // what the first message carried
+    if (rc < 0 && lost > 1 && (err == EIO || err == EINVAL || err == EMSGSIZE || err == ENOPROTOOPT)) {
+      // The kernel or the device will not segment (no checksum offload, a path through IPsec...):
+      // one datagram per packet from now on, these ones included (stamped for ID 0 again).
+      gso_ = false;
+      gso_refused_ = std::string("UDP_SEGMENT send: ") + std::strerror(err);
+      counters_.gso_refused = 1;
+      continue;
+    }
     if (rc < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)) {
       ++(err == ENOBUFS ? counters_.tx_enobufs : counters_.tx_eagain);
       if (!waited) {  // socket buffer full: wait (bounded) for room once, then count the rest as lost
@@ -343,15 +413,15 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
         waited = true;
         continue;
       }
-      ++counters_.tx_dropped;
-      ++done;
+      counters_.tx_dropped += lost;
+      done += lost;
       continue;
     }
     if (rc < 0 && (err == ENETUNREACH || err == EHOSTUNREACH || err == ENETDOWN || err == EHOSTDOWN)) {
       // The route or link is gone for now (a link flap): the packet is lost like any other, and the
       // retransmission timer, bounded by the retry budget and the op timeout, decides what follows.
-      ++counters_.tx_dropped;
-      ++done;
+      counters_.tx_dropped += lost;
+      done += lost;
       continue;
     }
     const OutPacket& o = packets[done];
@@ -568,6 +638,7 @@ bool UdpTransport::accept(const Datagram& d, Received* r) {
 std::string UdpTransport::describe() const {
   std::string d = "udp " + format_ipv4(ip_) + ":" + std::to_string(port_);
   if (!gro_refused_.empty()) d += " (no GRO: " + gro_refused_ + ")";
+  if (!gso_refused_.empty()) d += " (no GSO: " + gso_refused_ + ")";
   return d;
 }
 

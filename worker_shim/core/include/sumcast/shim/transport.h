@@ -83,6 +83,11 @@ struct TransportCounters {
   uint64_t gro_receives = 0;
   uint64_t gro_segments = 0;
   uint64_t gro_refused = 0;
+  // UDP GSO: UDP_SEGMENT sends (trains of two or more packets) and the packets they carried (also
+  // in tx_packets); gso_refused = 1 when the kernel refused UDP_SEGMENT, so every packet went alone.
+  uint64_t gso_sends = 0;
+  uint64_t gso_segments = 0;
+  uint64_t gso_refused = 0;
   uint64_t drops[kDropReasonCount] = {};
 };
 

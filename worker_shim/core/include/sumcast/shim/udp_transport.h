@@ -20,6 +20,15 @@
 // than one receive() may be asked for: the rest wait, unvalidated, in the transport and are handed
 // out by the next receive() calls before the sockets are read again.
 //
+// GSO (option gso, off by default): send() hands the kernel a train of consecutive packets to one
+// peer, of one length (the last may be shorter), as one UDP_SEGMENT send; the kernel (or a NIC with
+// UDP segmentation offload) cuts it into datagrams and gives segment k of a train IP ID k, DF kept.
+// The ICRC covers the IP ID, so send() stamps packet k of every train for ID k (and every packet
+// sent alone for ID 0 again). Only an aggregator that checks the ICRC against the IPv4 header it
+// received (sumcastd) accepts them: the kernel-UDP aggregators (embedded service, sumcast-serve,
+// host aggregators) read through sockets and assume ID 0. A kernel that refuses UDP_SEGMENT, at
+// open or on a send, leaves the per-datagram path for good (gso_refused = 1, describe() says why).
+//
 // Multicast results (a peer with a group): one more socket per group, bound to group:4791 with
 // SO_REUSEADDR (several workers, and several jobs, of one host each get their copy; the bound
 // address keeps other groups out) and IP_MULTICAST_ALL off, joined with IP_ADD_MEMBERSHIP on the
@@ -61,8 +70,10 @@ struct UdpTransportOptions {
   // first (and SO_PREFER_BUSY_POLL where the kernel has it). 0: off. A kernel that refuses it
   // (raising it may need CAP_NET_ADMIN) fails open() naming the cause.
   uint32_t busy_poll_us = 0;
-  bool gro = true;  // UDP_GRO where the kernel allows it (see above); false: one datagram per buffer
-  // Tests: stands in for setsockopt(2) where UDP_GRO is set (a kernel that refuses it); null: setsockopt.
+  bool gro = true;   // UDP_GRO where the kernel allows it (see above); false: one datagram per buffer
+  bool gso = false;  // UDP_SEGMENT trains (see above): every peer must check the ICRC on the real header
+  // Tests: stands in for setsockopt(2) where UDP_GRO and UDP_SEGMENT are set (a kernel that
+  // refuses them); null: setsockopt.
   int (*offload_setsockopt)(int fd, int level, int name, const void* value, socklen_t len) = nullptr;
 };
 
@@ -131,6 +142,9 @@ class UdpTransport final : public Transport {
   bool gro_ = false;            // UDP_GRO set on every socket
   std::string gro_refused_;     // why the kernel refused UDP_GRO ("" when it did not)
   size_t rx_buf_len_ = 0;       // bytes per receive buffer
+  bool gso_ = false;            // UDP_SEGMENT trains
+  bool gso_stamps_ = false;     // send() stamps every packet for the IP ID it leaves with
+  std::string gso_refused_;     // why the kernel refused UDP_SEGMENT ("" when it did not)
   TransportCounters counters_;
   // Receive batch: one buffer of kRxBufLen bytes per datagram.
   std::vector<uint8_t> rx_mem_;
@@ -140,9 +154,12 @@ class UdpTransport final : public Transport {
   std::vector<uint64_t> rx_cmsg_;  // one control buffer (TOS byte, drop count, GRO size) per buffer
   std::vector<Datagram> pending_;  // segments of coalesced buffers not handed out yet
   size_t pending_next_ = 0;
-  // Send batch.
+  // Send batch: one message per packet, or per GSO train.
   std::vector<mmsghdr> tx_msgs_;
-  std::vector<iovec> tx_iov_;
+  std::vector<iovec> tx_iov_;      // one per packet: batch of them, batch x kGsoMaxSegments with GSO
+  std::vector<uint64_t> tx_cmsg_;  // one UDP_SEGMENT control buffer per message
+  std::vector<size_t> tx_first_;   // the message's first packet (index into send()'s span)
+  std::vector<size_t> tx_count_;   // the message's packets
 };
 
 }  // namespace sumcast::shim

@@ -41,7 +41,8 @@ class Stats {
   // retransmissions those that were stall probes (no later chunk answered: a late rank or a
   // descheduled appliance, not a loss), and the data path's drops on this rank's side: datagrams
   // its sockets dropped for want of receive buffer, sends refused (EAGAIN/ENOBUFS, retried) and
-  // packets not sent at all; and the coalesced receive buffers (UDP GRO) and the datagrams they held.
+  // packets not sent at all; the coalesced receive buffers (UDP GRO) and the datagrams they held;
+  // the segmented sends (UDP GSO) and the packets they carried.
   static constexpr size_t kPerKind = 6;
   static constexpr size_t kReasonBase = kPerKind * kCallKindCount;
   static constexpr size_t kIntranodeField = kReasonBase + kPassReasonCount;
@@ -58,7 +59,9 @@ class Stats {
   static constexpr size_t kTxDroppedField = kTxRefusedField + 1;
   static constexpr size_t kGroReceivesField = kTxDroppedField + 1;
   static constexpr size_t kGroSegmentsField = kGroReceivesField + 1;
-  static constexpr size_t kFields = kGroSegmentsField + 1;
+  static constexpr size_t kGsoSendsField = kGroSegmentsField + 1;
+  static constexpr size_t kGsoSegmentsField = kGsoSendsField + 1;
+  static constexpr size_t kFields = kGsoSegmentsField + 1;
   using Snapshot = std::array<uint64_t, kFields>;
 
   void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
@@ -72,6 +75,8 @@ class Stats {
     uint64_t tx_dropped = 0;
     uint64_t gro_receives = 0;
     uint64_t gro_segments = 0;
+    uint64_t gso_sends = 0;
+    uint64_t gso_segments = 0;
   };
   void add_data_path(const DataPath& d);
   void staged(uint64_t bytes_copied);

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# UDP GRO on the workers (sumcast-allreduce --udp-gro, on by default) with GRO on every worker's
-# link (ethtool): the worker sockets take coalesced buffers, whatever sends the results. n = 4,
-# fp32 1M-element calls with --check, every link at MTU (the argument) 9000 (the appliance on
-# net_pcap, 4096-byte payloads) or 1500 (1024-byte payloads):
+# UDP GSO and GRO on the workers. GRO (sumcast-allreduce --udp-gro, on by default) with GRO on
+# every worker's link (ethtool): the worker sockets take coalesced buffers, whatever sends the
+# results. GSO (--udp-gso on): contributions leave in UDP_SEGMENT trains, segment k with IP ID k,
+# and sumcastd, which checks the ICRC on the IPv4 header it received, takes them. n = 4, fp32
+# 1M-element calls with --check, every link at MTU (the argument) 9000 (the appliance on net_pcap,
+# 4096-byte payloads) or 1500 (1024-byte payloads):
 #   1. sumcastd as the appliance: exact, no ICRC drop on either side;
-#   2. sumcast-serve (a kernel-UDP aggregator) on an aggregation node: exact, no ICRC drop;
-#   3. the same with --udp-gro off: exact, nothing coalesced, UDP_GRO refused nowhere.
+#   2. the same with --udp-gso on: exact, segmented sends counted, still no ICRC drop at sumcastd;
+#   3. sumcast-serve (a kernel-UDP aggregator) on an aggregation node: exact, no ICRC drop;
+#   4. the same with --udp-gro off: exact, nothing coalesced; UDP_GRO refused nowhere.
 # What the kernel coalesced is printed, and not required: on this bed it coalesces nothing.
 # sumcastd's results carry UDP checksum 0, which UDP GRO never merges, and a kernel sender's
 # datagrams cross the veths one at a time. The splitting of coalesced buffers is checked by the
 # unit tests (shim_udp_transport_test, UdpTransport.Gro*), where loopback delivers a segmented
 # send whole. Takes ~10 s.
 #
-# usage: gro_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR SERVE MTU
+# usage: gso_gro_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR SERVE MTU
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,7 +33,12 @@ esac
 
 TB_MTU=$MTU  # also for the aggregation node added below
 IT_PMD=$pmd IT_JOB_TIMEOUT_MS=20000 it_begin "$WORLD"
-for ((i = 0; i < WORLD; i++)); do tb_exec "w$i" ethtool -K "$TB_WORKER_IF" gro on >/dev/null; done
+# GRO on every worker's link; UDP segmentation offload off, so the kernel cuts a worker's GSO
+# trains where they leave it, as for a NIC without USO (a veth would pass a train on whole, and the
+# appliance's PMD reads frames of at most one MTU).
+for ((i = 0; i < WORLD; i++)); do
+  tb_exec "w$i" ethtool -K "$TB_WORKER_IF" gro on tx-udp-segmentation off >/dev/null
+done
 [ "$(tb_exec w0 ethtool -k "$TB_WORKER_IF" | sed -n 's/^generic-receive-offload: //p')" = on ] ||
   fail "w0's $TB_WORKER_IF did not take GRO on"
 it_start_appliance
@@ -67,11 +75,15 @@ run() {
 }
 
 run sumcastd "$TB_MGMT_IP"
+run sumcastd-gso "$TB_MGMT_IP" --udp-gso on
+note "sumcastd-gso: $(sum sumcastd-gso gso_sends) segmented sends carried $(sum sumcastd-gso gso_segments) of" \
+  "$(sum sumcastd-gso tx_packets) packets"
+[ "$(sum sumcastd-gso gso_segments)" -gt 0 ] || fail "sumcastd-gso: no segmented send with --udp-gso on"
 bad_icrc=$(it_stat drop_bad_icrc)
 [ "$bad_icrc" = 0 ] || fail "the appliance dropped $bad_icrc frames for a bad ICRC"
 run serve "$agg_ip"
 run serve-off "$agg_ip" --udp-gro off
 [ "$(sum serve-off gro_receives)" = 0 ] && [ "$(sum serve-off gro_segments)" = 0 ] ||
   fail "serve-off: results coalesced with --udp-gro off"
-echo "PASS: MTU $MTU bed, $WORLD ranks exact with UDP GRO on (sumcastd, sumcast-serve) and off;" \
-  "no ICRC drop; coalescing not checked here (see above)"
+echo "PASS: MTU $MTU bed, $WORLD ranks exact with UDP GRO on (sumcastd, sumcast-serve) and off, and with" \
+  "UDP GSO toward sumcastd; no ICRC drop; coalescing not checked here (see above)"
