@@ -582,7 +582,10 @@ TEST(UdpTransport, GroSegmentsBeyondOneReceiveWaitForTheNext) {
   EXPECT_EQ(t->receive(more), 0u);  // nothing is handed out twice
 }
 
-int refuse_setsockopt(int, int, int, const void*, socklen_t) {
+// The seam of a kernel that refuses the UDP option kName (and takes the others).
+template <int kName>
+int refuse_option(int, int, int name, const void*, socklen_t) {
+  if (name != kName) return 0;
   errno = ENOPROTOOPT;
   return -1;
 }
@@ -595,7 +598,7 @@ TEST(UdpTransport, WithoutGroEveryDatagramComesAlone) {
     UdpTransportOptions o;
     o.bind_ip = kLoopback;
     if (refused) {
-      o.offload_setsockopt = refuse_setsockopt;
+      o.offload_setsockopt = refuse_option<UDP_GRO>;
     } else {
       o.gro = false;
     }
@@ -603,8 +606,7 @@ TEST(UdpTransport, WithoutGroEveryDatagramComesAlone) {
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     EXPECT_EQ(udp_gro_option(**t), 0);
     EXPECT_EQ((*t)->counters().gro_refused, refused ? 1u : 0u);
-    EXPECT_EQ((*t)->describe().find("no GRO: setsockopt(UDP_GRO)") != std::string::npos, refused)
-        << (*t)->describe();
+    EXPECT_EQ((*t)->describe().find("no GRO: setsockopt(UDP_GRO)") != std::string::npos, refused) << (*t)->describe();
     Appliance app;
     ASSERT_TRUE((*t)->add_peer(peer_of(app)).ok());
     const Endpoint me = (*t)->local_endpoint();
@@ -635,6 +637,11 @@ std::vector<std::vector<uint8_t>> built_train(UdpTransport& t, uint32_t peer, si
     train.push_back(std::move(b));
   }
   return train;
+}
+
+// The ICRC fields of what `t` sends to `app` (IP ID 0).
+icrc::UdpFields fields_toward(const UdpTransport& t, const Appliance& app) {
+  return {.src_ip = kLoopback, .dst_ip = app.ip, .src_port = t.local_endpoint().udp_port, .dst_port = app.port};
 }
 
 Status send_train(UdpTransport& t, uint32_t peer, const std::vector<std::vector<uint8_t>>& train) {
@@ -704,11 +711,7 @@ TEST(UdpTransport, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
   const auto got = appliance_receive(app, 6);
   ASSERT_EQ(got.size(), 1u) << "the train did not arrive as one buffer";
   ASSERT_EQ(got[0].gso_size, train[0].size());
-  icrc::UdpFields f;
-  f.src_ip = kLoopback;
-  f.dst_ip = app.ip;
-  f.src_port = (*t)->local_endpoint().udp_port;
-  f.dst_port = app.port;
+  icrc::UdpFields f = fields_toward(**t, app);
   size_t off = 0;
   for (size_t k = 0; k < train.size(); ++k) {
     const std::span<const uint8_t> seg(got[0].bytes.data() + off, train[k].size());
@@ -740,12 +743,6 @@ TEST(UdpTransport, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
   EXPECT_TRUE(icrc::verify_udp(f, again[0].bytes));
 }
 
-int refuse_setsockopt_gso(int, int, int name, const void*, socklen_t) {
-  if (name != UDP_SEGMENT) return 0;
-  errno = ENOPROTOOPT;
-  return -1;
-}
-
 // GSO is off unless asked for; asked for where the kernel refuses UDP_SEGMENT (the seam), every
 // packet goes alone with the ICRC of IP ID 0, counted and said.
 TEST(UdpTransport, WithoutGsoEveryPacketGoesAloneWithIpId0) {
@@ -754,12 +751,11 @@ TEST(UdpTransport, WithoutGsoEveryPacketGoesAloneWithIpId0) {
     UdpTransportOptions o;
     o.bind_ip = kLoopback;
     o.gso = asked;
-    o.offload_setsockopt = refuse_setsockopt_gso;
+    o.offload_setsockopt = refuse_option<UDP_SEGMENT>;
     auto t = UdpTransport::open(o);
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     EXPECT_EQ((*t)->counters().gso_refused, asked ? 1u : 0u);
-    EXPECT_EQ((*t)->describe().find("no GSO: setsockopt(UDP_SEGMENT)") != std::string::npos, asked)
-        << (*t)->describe();
+    EXPECT_EQ((*t)->describe().find("no GSO: setsockopt(UDP_SEGMENT)") != std::string::npos, asked) << (*t)->describe();
     Appliance app;
     auto peer = (*t)->add_peer(peer_of(app));
     ASSERT_TRUE(peer.ok());
@@ -769,11 +765,7 @@ TEST(UdpTransport, WithoutGsoEveryPacketGoesAloneWithIpId0) {
     EXPECT_EQ((*t)->counters().tx_packets, 4u);
     const auto got = appliance_receive(app, 4);
     ASSERT_EQ(got.size(), 4u);
-    icrc::UdpFields f;
-    f.src_ip = kLoopback;
-    f.dst_ip = app.ip;
-    f.src_port = (*t)->local_endpoint().udp_port;
-    f.dst_port = app.port;
+    const icrc::UdpFields f = fields_toward(**t, app);
     for (const Got& g : got) EXPECT_TRUE(icrc::verify_udp(f, g.bytes));
   }
 }

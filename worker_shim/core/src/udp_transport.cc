@@ -23,7 +23,8 @@ constexpr size_t kGroBufLen = 65536;
 constexpr size_t kGroMaxBatch = 64;  // receive buffers of kGroBufLen bytes, whatever the batch
 // Control messages per buffer: IP_TOS (with recv_ecn), SO_RXQ_OVFL (the socket's drop count) and
 // UDP_GRO (the segment size of a coalesced buffer).
-constexpr size_t kCmsgWords = (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int)) + 7) / 8;
+constexpr size_t kCmsgWords =
+    (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int)) + 7) / 8;
 constexpr uint8_t kEcnCe = 0x03;
 // A UDP_SEGMENT train: at most 64 segments (the kernel's UDP_MAX_SEGMENTS) and, with a margin
 // below the 65507 bytes of one IPv4 UDP datagram, at most 63 KiB.
@@ -452,8 +453,7 @@ size_t UdpTransport::receive(std::span<Received> out) {
   for (Group& g : groups_) {
     if (used >= want || accepted >= out.size() || !pending_.empty()) break;
     size_t more = 0;
-    used += drain(g.fd, &g.drops_seen, g.ip, wire::kRoceUdpPort, true, used, want - used, out.subspan(accepted),
-                  &more);
+    used += drain(g.fd, &g.drops_seen, g.ip, wire::kRoceUdpPort, true, used, want - used, out.subspan(accepted), &more);
     accepted += more;
   }
   return accepted;
@@ -606,8 +606,7 @@ bool UdpTransport::accept(const Datagram& d, Received* r) {
   }
   bool ce = false;
   if (pp.hdr.type == wire::MsgType::kResult) {
-    if (group ? pp.hdr.rank != wire::kRankMulticast
-              : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
+    if (group ? pp.hdr.rank != wire::kRankMulticast : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
       drop(DropReason::kBadRank);
       return false;
     }
