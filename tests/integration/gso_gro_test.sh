@@ -69,7 +69,8 @@ run() {
   it_expect_exact "$tag" "$WORLD" 1
   [ "$(sum "$tag" drop_bad_icrc)" = 0 ] || fail "$tag: the workers dropped $(sum "$tag" drop_bad_icrc) bad ICRCs"
   [ "$(sum "$tag" gro_refused)" = 0 ] || fail "$tag: a worker's kernel refused UDP_GRO (this kernel has it)"
-  note "$tag: exact on $WORLD ranks, payload $(it_counter "$tag" 0 payload_bytes); coalesced receives" \
+  note "$tag: exact on $WORLD ranks, payload $(it_counter "$tag" 0 payload_bytes)," \
+    "rank 0 $(awk '$1 ~ /^[0-9]+$/ { bw = $6 } END { print bw }' "$IT_WORK/$tag.r0.log") GB/s; coalesced receives" \
     "$(sum "$tag" gro_receives) holding $(sum "$tag" gro_segments) of $(sum "$tag" rx_packets) datagrams" \
     "(printed, not required)"
 }
