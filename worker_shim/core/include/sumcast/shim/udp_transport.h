@@ -2,7 +2,7 @@
 // Sends BTH | DETH | Sumcast header | payload | ICRC as the UDP payload; the ICRC is computed in
 // software over the IPv4/UDP headers the kernel will write (docs/protocol.md §2.2): the socket
 // sets IP_PMTU_DISCOVER = IP_PMTUDISC_DO, so every datagram leaves with DF set and, being sent
-// from an unconnected socket, IP ID 0. That is why the socket must be bound to a specific address:
+// from an unconnected socket, IP ID 0 (segments of a GSO train excepted, below). That is why the socket must be bound to a specific address:
 // the ICRC covers the source IPv4. Results are verified the same way (appliance address ->
 // our address, ID 0, DF). Batches use sendmmsg/recvmmsg. With recv_ecn, IP_RECVTOS tells the
 // ECN field of every datagram: a result marked CE (the network to us is congested) says so.
