@@ -743,6 +743,44 @@ TEST(UdpTransport, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
   EXPECT_TRUE(icrc::verify_udp(f, again[0].bytes));
 }
 
+// A train ends after a shorter packet (only the last segment may be shorter), and a buffer already
+// in the batch waits for the next sendmmsg: [A A B] [A X] then [X], each segment's ICRC for its place.
+TEST(UdpTransport, GsoTrainEndsAfterAShorterPacketAndBeforeARepeatedBuffer) {
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  o.gso = true;
+  auto t = UdpTransport::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  if ((*t)->counters().gso_refused != 0) GTEST_SKIP() << "skipped: no UDP GSO here: " << (*t)->describe();
+  Appliance app;
+  const int one = 1;
+  ASSERT_EQ(setsockopt(app.fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)), 0);
+  auto peer = (*t)->add_peer(peer_of(app));
+  ASSERT_TRUE(peer.ok());
+  const auto first = built_train(**t, *peer, 3, 40);    // A A B
+  const auto second = built_train(**t, *peer, 2, 256);  // A A
+  std::vector<OutPacket> out;
+  for (const auto* tr : {&first, &second}) {
+    for (const auto& b : *tr) out.push_back({*peer, b.data(), static_cast<uint32_t>(b.size())});
+  }
+  out.push_back(out.back());  // the same buffer twice: two sends
+  ASSERT_TRUE((*t)->send(out).ok());
+  EXPECT_EQ((*t)->counters().gso_sends, 2u);
+  EXPECT_EQ((*t)->counters().gso_segments, 5u);
+  EXPECT_EQ((*t)->counters().tx_packets, 6u);
+  const auto got = appliance_receive(app, 6);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].bytes.size(), 2 * first[0].size() + first[2].size());
+  EXPECT_EQ(got[1].bytes.size(), 2 * second[0].size());
+  EXPECT_EQ(got[2].bytes, second[1]);  // alone: stamped for ID 0 again
+  icrc::UdpFields f = fields_toward(**t, app);
+  EXPECT_TRUE(icrc::verify_udp(f, got[2].bytes));
+  f.ip_id = 2;
+  EXPECT_TRUE(icrc::verify_udp(f, std::span<const uint8_t>(got[0].bytes).subspan(2 * first[0].size())));
+  f.ip_id = 1;  // the repeated buffer went in the next sendmmsg: its place in the train kept its stamp
+  EXPECT_TRUE(icrc::verify_udp(f, std::span<const uint8_t>(got[1].bytes).subspan(second[0].size())));
+}
+
 // GSO is off unless asked for; asked for where the kernel refuses UDP_SEGMENT (the seam), every
 // packet goes alone with the ICRC of IP ID 0, counted and said.
 TEST(UdpTransport, WithoutGsoEveryPacketGoesAloneWithIpId0) {

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <unordered_set>
 
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/shim/address.h"
@@ -328,19 +329,21 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
   bool waited = false;
   while (done < packets.size()) {
     // One message per packet; with GSO one per train of packets to one peer, of the first one's
-    // length (only the last may be shorter), no buffer twice (its ICRC is stamped per position).
+    // length (only the last may be shorter). Where send() stamps ICRCs per position, no buffer is
+    // in one sendmmsg twice: its second stamp would overwrite the first before the kernel copies it.
     size_t m = 0, p = done, iov = 0;
+    tx_seen_.clear();
     for (; m < tx_msgs_.size() && p < packets.size(); ++m) {
       const OutPacket& first = packets[p];
+      if (gso_stamps_ && !tx_seen_.insert(first.data).second) break;  // the next sendmmsg takes it
       size_t n = 1;
       if (gso_) {
         const size_t most = std::min(kGsoMaxSegments, kGsoMaxBytes / std::max<size_t>(first.len, 1));
         while (n < most && p + n < packets.size()) {
           const OutPacket& o = packets[p + n];
           if (o.peer != first.peer || o.len > first.len || packets[p + n - 1].len != first.len) break;
-          bool again = false;
-          for (size_t k = p; k < p + n && !again; ++k) again = packets[k].data == o.data;
-          if (again) break;
+          if (tx_seen_.contains(o.data)) break;
+          tx_seen_.insert(o.data);
           ++n;
         }
       }

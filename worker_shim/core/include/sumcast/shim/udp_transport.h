@@ -2,13 +2,12 @@
 // Sends BTH | DETH | Sumcast header | payload | ICRC as the UDP payload; the ICRC is computed in
 // software over the IPv4/UDP headers the kernel will write (docs/protocol.md §2.2): the socket
 // sets IP_PMTU_DISCOVER = IP_PMTUDISC_DO, so every datagram leaves with DF set and, being sent
-// from an unconnected socket, IP ID 0 (segments of a GSO train excepted, below). That is why the socket must be bound to a specific address:
-// the ICRC covers the source IPv4. Results are verified the same way (appliance address ->
-// our address, ID 0, DF). Batches use sendmmsg/recvmmsg. With recv_ecn, IP_RECVTOS tells the
-// ECN field of every datagram: a result marked CE (the network to us is congested) says so.
-// Every socket sets SO_RXQ_OVFL, so datagrams it dropped for want of receive buffer are counted
-// (rx_overflows), and the counters say what sendmmsg refused (tx_partial, tx_eagain, tx_enobufs)
-// and which buffer sizes the kernel granted.
+// from an unconnected socket, IP ID 0 (segments of a GSO train excepted, below). That is why the socket must be bound
+// to a specific address: the ICRC covers the source IPv4. Results are verified the same way (appliance address -> our
+// address, ID 0, DF). Batches use sendmmsg/recvmmsg. With recv_ecn, IP_RECVTOS tells the ECN field of every datagram: a
+// result marked CE (the network to us is congested) says so. Every socket sets SO_RXQ_OVFL, so datagrams it dropped for
+// want of receive buffer are counted (rx_overflows), and the counters say what sendmmsg refused (tx_partial, tx_eagain,
+// tx_enobufs) and which buffer sizes the kernel granted.
 //
 // GRO (option gro, on by default): the socket sets UDP_GRO, so a kernel whose device coalesced
 // several results of one flow (same addresses and ports, DF, consecutive in its queue) hands them
@@ -46,6 +45,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "sumcast/shim/transport.h"
@@ -156,10 +156,11 @@ class UdpTransport final : public Transport {
   size_t pending_next_ = 0;
   // Send batch: one message per packet, or per GSO train.
   std::vector<mmsghdr> tx_msgs_;
-  std::vector<iovec> tx_iov_;      // one per packet: batch of them, batch x kGsoMaxSegments with GSO
-  std::vector<uint64_t> tx_cmsg_;  // one UDP_SEGMENT control buffer per message
-  std::vector<size_t> tx_first_;   // the message's first packet (index into send()'s span)
-  std::vector<size_t> tx_count_;   // the message's packets
+  std::vector<iovec> tx_iov_;                   // one per packet: batch of them, batch x kGsoMaxSegments with GSO
+  std::vector<uint64_t> tx_cmsg_;               // one UDP_SEGMENT control buffer per message
+  std::vector<size_t> tx_first_;                // the message's first packet (index into send()'s span)
+  std::vector<size_t> tx_count_;                // the message's packets
+  std::unordered_set<const uint8_t*> tx_seen_;  // the buffers of one sendmmsg (GSO stamping)
 };
 
 }  // namespace sumcast::shim
