@@ -687,31 +687,42 @@ std::vector<Got> appliance_receive(const Appliance& app, size_t datagrams) {
   return got;
 }
 
+// A GSO transport and an appliance socket that takes its trains whole (UDP_GRO on loopback).
+class UdpTransportGso : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    UdpTransportOptions o;
+    o.bind_ip = kLoopback;
+    o.gso = true;
+    auto r = UdpTransport::open(o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    t = std::move(r).value();
+    if (t->counters().gso_refused != 0) GTEST_SKIP() << "skipped: no UDP GSO here: " << t->describe();
+    const int one = 1;
+    ASSERT_EQ(setsockopt(app.fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)), 0);
+    auto p = t->add_peer(peer_of(app));
+    ASSERT_TRUE(p.ok());
+    peer = *p;
+  }
+  std::unique_ptr<UdpTransport> t;
+  Appliance app;
+  uint32_t peer = 0;
+};
+
 // With GSO a train to one peer leaves in one UDP_SEGMENT send; segment k carries the ICRC of the
 // IPv4 header the kernel writes for it (IP ID k, DF): what sumcastd checks on the real header.
 // The appliance socket takes the train whole (UDP_GRO on loopback) to see where each segment lies.
-TEST(UdpTransport, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
-  UdpTransportOptions o;
-  o.bind_ip = kLoopback;
-  o.gso = true;
-  auto t = UdpTransport::open(o);
-  ASSERT_TRUE(t.ok()) << t.status().to_string();
-  if ((*t)->counters().gso_refused != 0) GTEST_SKIP() << "skipped: no UDP GSO here: " << (*t)->describe();
-  Appliance app;
-  const int one = 1;
-  ASSERT_EQ(setsockopt(app.fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)), 0);
-  auto peer = (*t)->add_peer(peer_of(app));
-  ASSERT_TRUE(peer.ok());
-  const auto train = built_train(**t, *peer, 6, 40);
-  ASSERT_TRUE(send_train(**t, *peer, train).ok());
-  const TransportCounters& c = (*t)->counters();
+TEST_F(UdpTransportGso, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
+  const auto train = built_train(*t, peer, 6, 40);
+  ASSERT_TRUE(send_train(*t, peer, train).ok());
+  const TransportCounters& c = t->counters();
   EXPECT_EQ(c.gso_sends, 1u);
   EXPECT_EQ(c.gso_segments, 6u);
   EXPECT_EQ(c.tx_packets, 6u);
   const auto got = appliance_receive(app, 6);
   ASSERT_EQ(got.size(), 1u) << "the train did not arrive as one buffer";
   ASSERT_EQ(got[0].gso_size, train[0].size());
-  icrc::UdpFields f = fields_toward(**t, app);
+  icrc::UdpFields f = fields_toward(*t, app);
   size_t off = 0;
   for (size_t k = 0; k < train.size(); ++k) {
     const std::span<const uint8_t> seg(got[0].bytes.data() + off, train[k].size());
@@ -729,12 +740,12 @@ TEST(UdpTransport, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
 
   // The same buffers sent one at a time (another peer between them) are stamped for ID 0 again.
   Appliance other;
-  auto peer2 = (*t)->add_peer(peer_of(other));
+  auto peer2 = t->add_peer(peer_of(other));
   ASSERT_TRUE(peer2.ok());
-  const auto lone = built_train(**t, *peer2, 1, 256);
-  std::vector<OutPacket> mixed = {{*peer, train[3].data(), static_cast<uint32_t>(train[3].size())},
+  const auto lone = built_train(*t, *peer2, 1, 256);
+  std::vector<OutPacket> mixed = {{peer, train[3].data(), static_cast<uint32_t>(train[3].size())},
                                   {*peer2, lone[0].data(), static_cast<uint32_t>(lone[0].size())}};
-  ASSERT_TRUE((*t)->send(mixed).ok());
+  ASSERT_TRUE(t->send(mixed).ok());
   EXPECT_EQ(c.gso_sends, 1u);  // nothing to coalesce
   const auto again = appliance_receive(app, 1);
   ASSERT_EQ(again.size(), 1u);
@@ -745,35 +756,24 @@ TEST(UdpTransport, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
 
 // A train ends after a shorter packet (only the last segment may be shorter), and a buffer already
 // in the batch waits for the next sendmmsg: [A A B] [A X] then [X], each segment's ICRC for its place.
-TEST(UdpTransport, GsoTrainEndsAfterAShorterPacketAndBeforeARepeatedBuffer) {
-  UdpTransportOptions o;
-  o.bind_ip = kLoopback;
-  o.gso = true;
-  auto t = UdpTransport::open(o);
-  ASSERT_TRUE(t.ok()) << t.status().to_string();
-  if ((*t)->counters().gso_refused != 0) GTEST_SKIP() << "skipped: no UDP GSO here: " << (*t)->describe();
-  Appliance app;
-  const int one = 1;
-  ASSERT_EQ(setsockopt(app.fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)), 0);
-  auto peer = (*t)->add_peer(peer_of(app));
-  ASSERT_TRUE(peer.ok());
-  const auto first = built_train(**t, *peer, 3, 40);    // A A B
-  const auto second = built_train(**t, *peer, 2, 256);  // A A
+TEST_F(UdpTransportGso, GsoTrainEndsAfterAShorterPacketAndBeforeARepeatedBuffer) {
+  const auto first = built_train(*t, peer, 3, 40);    // A A B
+  const auto second = built_train(*t, peer, 2, 256);  // A A
   std::vector<OutPacket> out;
   for (const auto* tr : {&first, &second}) {
-    for (const auto& b : *tr) out.push_back({*peer, b.data(), static_cast<uint32_t>(b.size())});
+    for (const auto& b : *tr) out.push_back({peer, b.data(), static_cast<uint32_t>(b.size())});
   }
   out.push_back(out.back());  // the same buffer twice: two sends
-  ASSERT_TRUE((*t)->send(out).ok());
-  EXPECT_EQ((*t)->counters().gso_sends, 2u);
-  EXPECT_EQ((*t)->counters().gso_segments, 5u);
-  EXPECT_EQ((*t)->counters().tx_packets, 6u);
+  ASSERT_TRUE(t->send(out).ok());
+  EXPECT_EQ(t->counters().gso_sends, 2u);
+  EXPECT_EQ(t->counters().gso_segments, 5u);
+  EXPECT_EQ(t->counters().tx_packets, 6u);
   const auto got = appliance_receive(app, 6);
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].bytes.size(), 2 * first[0].size() + first[2].size());
   EXPECT_EQ(got[1].bytes.size(), 2 * second[0].size());
   EXPECT_EQ(got[2].bytes, second[1]);  // alone: stamped for ID 0 again
-  icrc::UdpFields f = fields_toward(**t, app);
+  icrc::UdpFields f = fields_toward(*t, app);
   EXPECT_TRUE(icrc::verify_udp(f, got[2].bytes));
   f.ip_id = 2;
   EXPECT_TRUE(icrc::verify_udp(f, std::span<const uint8_t>(got[0].bytes).subspan(2 * first[0].size())));
