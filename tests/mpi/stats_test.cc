@@ -12,7 +12,15 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
   s.taken(CallKind::kAllreduce, 24, 10, false);
   s.passed(CallKind::kIallreduce, PassReason::kSmall, 8, 5);
   s.passed(CallKind::kAllreduce, PassReason::kOp, 16, 7);
-  s.add_data_path({.retransmissions = 3, .stall_probes = 2, .rx_overflows = 5, .tx_refused = 7, .tx_dropped = 1});
+  s.add_data_path({.retransmissions = 3,
+                   .stall_probes = 2,
+                   .rx_overflows = 5,
+                   .tx_refused = 7,
+                   .tx_dropped = 1,
+                   .gro_receives = 4,
+                   .gro_segments = 30,
+                   .gso_sends = 2,
+                   .gso_segments = 9});
   const Stats::Snapshot v = s.snapshot();
   const size_t ar = static_cast<size_t>(CallKind::kAllreduce) * Stats::kPerKind;
   const size_t iar = static_cast<size_t>(CallKind::kIallreduce) * Stats::kPerKind;
@@ -30,9 +38,16 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
   EXPECT_EQ(v[Stats::kRxOverflowField], 5u);
   EXPECT_EQ(v[Stats::kTxRefusedField], 7u);
   EXPECT_EQ(v[Stats::kTxDroppedField], 1u);
+  EXPECT_EQ(v[Stats::kGroReceivesField], 4u);
+  EXPECT_EQ(v[Stats::kGroSegmentsField], 30u);
+  EXPECT_EQ(v[Stats::kGsoSendsField], 2u);
+  EXPECT_EQ(v[Stats::kGsoSegmentsField], 9u);
   const std::string t = Stats::format(v, "rank 0");
   EXPECT_NE(t.find("appliance retransmissions 3 (stall probes 2)"), std::string::npos) << t;
-  EXPECT_NE(t.find("data path drops: socket receive overflows 5, sends refused 7, not sent 1"), std::string::npos) << t;
+  EXPECT_NE(t.find("data path drops: socket receive overflows 5, sends refused 7, not sent 1; coalesced receives 4 (30 "
+                   "datagrams), segmented sends 2 (9 packets)"),
+            std::string::npos)
+      << t;
 }
 
 TEST(Stats, TextNamesEachUsedCallAndEveryReason) {

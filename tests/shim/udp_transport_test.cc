@@ -438,6 +438,376 @@ TEST(UdpTransport, IcrcCheckCanBeTurnedOff) {
   EXPECT_EQ(receive_n(**t, 1, &payloads).size(), 1u);
 }
 
+// ---- UDP GRO ----------------------------------------------------------------------------------
+
+// `count` results of 16 fp32 elements each (elem_offset 16 k, every byte k + 1), the last one with
+// `last_elems` elements: a train the kernel may coalesce.
+std::vector<std::vector<uint8_t>> result_train(const Appliance& app, const Endpoint& to, size_t count,
+                                               uint16_t last_elems) {
+  std::vector<std::vector<uint8_t>> train;
+  for (size_t k = 0; k < count; ++k) {
+    wire::SumcastHeader h = result_header(1);
+    h.elem_count = k + 1 == count ? last_elems : 16;
+    h.elem_offset = static_cast<uint32_t>(16 * k);
+    train.push_back(app.result(to, h, to.qpn, kQkey, std::vector<uint8_t>(4u * h.elem_count, uint8_t(k + 1))));
+  }
+  return train;
+}
+
+// Sends the train as one UDP_SEGMENT send (segment size: the first datagram's length). On
+// loopback the kernel hands it whole to a socket with UDP_GRO (one buffer and a UDP_GRO control
+// message, as a NIC's GRO would) and segments it for any other. False: this kernel has no UDP GSO.
+bool send_segmented(const Appliance& app, const Endpoint& to, const std::vector<std::vector<uint8_t>>& train) {
+  std::vector<uint8_t> all;
+  for (const auto& d : train) all.insert(all.end(), d.begin(), d.end());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(to.udp_port);
+  a.sin_addr.s_addr = htonl(to.ip);
+  iovec iov{all.data(), all.size()};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(uint16_t))] = {};
+  msghdr m{};
+  m.msg_name = &a;
+  m.msg_namelen = sizeof(a);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof(ctl);
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = IPPROTO_UDP;
+  c->cmsg_type = UDP_SEGMENT;
+  c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+  const uint16_t seg = static_cast<uint16_t>(train.front().size());
+  std::memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+  return sendmsg(app.fd, &m, 0) == static_cast<ssize_t>(all.size());
+}
+
+// Receives until `n` results were handed out (bounded), `out_size` at a time.
+std::vector<Received> receive_results(UdpTransport& t, size_t n, size_t out_size,
+                                      std::vector<std::vector<uint8_t>>* payloads) {
+  std::vector<Received> all;
+  std::vector<Received> buf(out_size);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (all.size() < n && std::chrono::steady_clock::now() < deadline) {
+    const size_t k = t.receive(buf);
+    if (k == 0) {
+      pollfd p{t.wait_fd(), POLLIN, 0};
+      (void)poll(&p, 1, 100);
+    }
+    for (size_t i = 0; i < k; ++i) {
+      all.push_back(buf[i]);
+      payloads->emplace_back(buf[i].payload, buf[i].payload + buf[i].payload_len);
+    }
+  }
+  return all;
+}
+
+// Every result of `got` is the train's k-th: its offset, length and bytes.
+void expect_train(const std::vector<Received>& got, const std::vector<std::vector<uint8_t>>& payloads, size_t count,
+                  uint16_t last_elems) {
+  ASSERT_EQ(got.size(), count);
+  for (size_t k = 0; k < count; ++k) {
+    const uint32_t elems = k + 1 == count ? last_elems : 16;
+    EXPECT_EQ(got[k].hdr.elem_offset, 16 * k) << k;
+    EXPECT_EQ(got[k].hdr.elem_count, elems) << k;
+    EXPECT_EQ(payloads[k], std::vector<uint8_t>(4 * elems, uint8_t(k + 1))) << k;
+  }
+}
+
+int udp_gro_option(const UdpTransport& t) {
+  int v = -1;
+  socklen_t len = sizeof(v);
+  EXPECT_EQ(getsockopt(t.wait_fd(), IPPROTO_UDP, UDP_GRO, &v, &len), 0);
+  return v;
+}
+
+// A coalesced buffer is split into datagrams of the segment size, the last one shorter, each
+// validated (ICRC with IP ID 0) and handed out in order.
+TEST(UdpTransport, GroBufferIsSplitIntoItsDatagramsTheLastShorter) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(udp_gro_option(*t), 1);  // on by default
+  EXPECT_EQ(t->counters().gro_refused, 0u);
+  Appliance app;
+  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+  const Endpoint me = t->local_endpoint();
+  const auto train = result_train(app, me, 5, 3);
+  if (!send_segmented(app, me, train)) GTEST_SKIP() << "skipped: no UDP_SEGMENT here: " << std::strerror(errno);
+  std::vector<std::vector<uint8_t>> payloads;
+  const auto got = receive_results(*t, 5, 64, &payloads);
+  expect_train(got, payloads, 5, 3);
+  EXPECT_EQ(t->counters().gro_receives, 1u);
+  EXPECT_EQ(t->counters().gro_segments, 5u);
+  EXPECT_EQ(t->counters().rx_packets, 5u);
+  EXPECT_EQ(t->counters().results, 5u);
+  EXPECT_EQ(t->counters().drops[static_cast<size_t>(DropReason::kBadIcrc)], 0u);
+}
+
+// A corrupted segment in a coalesced buffer is dropped alone; its neighbours pass.
+TEST(UdpTransport, GroSegmentsAreValidatedOneByOne) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  Appliance app;
+  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+  const Endpoint me = t->local_endpoint();
+  auto train = result_train(app, me, 4, 16);
+  train[2][wire::kRoceHeadersLen] ^= 0xFF;  // a payload byte: the ICRC no longer holds
+  if (!send_segmented(app, me, train)) GTEST_SKIP() << "skipped: no UDP_SEGMENT here: " << std::strerror(errno);
+  std::vector<std::vector<uint8_t>> payloads;
+  const auto got = receive_results(*t, 3, 64, &payloads);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].hdr.elem_offset, 0u);
+  EXPECT_EQ(got[1].hdr.elem_offset, 16u);
+  EXPECT_EQ(got[2].hdr.elem_offset, 48u);
+  EXPECT_EQ(t->counters().drops[static_cast<size_t>(DropReason::kBadIcrc)], 1u);
+  EXPECT_EQ(t->counters().gro_segments, 4u);
+}
+
+// More datagrams in coalesced buffers than one receive() takes: the rest come with the next
+// calls, before the socket is read again, none lost, in order.
+TEST(UdpTransport, GroSegmentsBeyondOneReceiveWaitForTheNext) {
+  auto t = open_transport();
+  ASSERT_TRUE(t);
+  Appliance app;
+  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+  const Endpoint me = t->local_endpoint();
+  const auto train = result_train(app, me, 40, 16);
+  if (!send_segmented(app, me, train)) GTEST_SKIP() << "skipped: no UDP_SEGMENT here: " << std::strerror(errno);
+  std::vector<std::vector<uint8_t>> payloads;
+  const auto got = receive_results(*t, 40, 16, &payloads);
+  expect_train(got, payloads, 40, 16);
+  EXPECT_EQ(t->counters().gro_receives, 1u);
+  EXPECT_EQ(t->counters().gro_segments, 40u);
+  std::vector<Received> more(16);
+  EXPECT_EQ(t->receive(more), 0u);  // nothing is handed out twice
+}
+
+// The seam of a kernel that refuses the UDP option kName (and takes the others).
+template <int kName>
+int refuse_option(int, int, int name, const void*, socklen_t) {
+  if (name != kName) return 0;
+  errno = ENOPROTOOPT;
+  return -1;
+}
+
+// A kernel that refuses UDP_GRO (the seam) or GRO turned off: one datagram per buffer, counted
+// and said; a segmented send still arrives whole, the kernel splitting it for the socket.
+TEST(UdpTransport, WithoutGroEveryDatagramComesAlone) {
+  for (const bool refused : {true, false}) {
+    SCOPED_TRACE(refused ? "refused" : "off");
+    UdpTransportOptions o;
+    o.bind_ip = kLoopback;
+    if (refused) {
+      o.offload_setsockopt = refuse_option<UDP_GRO>;
+    } else {
+      o.gro = false;
+    }
+    auto t = UdpTransport::open(o);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    EXPECT_EQ(udp_gro_option(**t), 0);
+    EXPECT_EQ((*t)->counters().gro_refused, refused ? 1u : 0u);
+    EXPECT_EQ((*t)->describe().find("no GRO: setsockopt(UDP_GRO)") != std::string::npos, refused) << (*t)->describe();
+    Appliance app;
+    ASSERT_TRUE((*t)->add_peer(peer_of(app)).ok());
+    const Endpoint me = (*t)->local_endpoint();
+    const auto train = result_train(app, me, 5, 3);
+    if (!send_segmented(app, me, train)) GTEST_SKIP() << "skipped: no UDP_SEGMENT here: " << std::strerror(errno);
+    std::vector<std::vector<uint8_t>> payloads;
+    const auto got = receive_results(**t, 5, 64, &payloads);
+    expect_train(got, payloads, 5, 3);
+    EXPECT_EQ((*t)->counters().gro_receives, 0u);
+    EXPECT_EQ((*t)->counters().gro_segments, 0u);
+  }
+}
+
+// ---- UDP GSO ----------------------------------------------------------------------------------
+
+// `count` contributions of 256 bytes (the last of `last_len`), built by `t` for `peer`: every byte
+// of packet k is k + 1.
+std::vector<std::vector<uint8_t>> built_train(UdpTransport& t, uint32_t peer, size_t count, size_t last_len) {
+  std::vector<std::vector<uint8_t>> train;
+  for (size_t k = 0; k < count; ++k) {
+    wire::SumcastHeader h = result_header(1);
+    h.type = wire::MsgType::kContribution;
+    h.elem_count = static_cast<uint16_t>((k + 1 == count ? last_len : 256) / 4);
+    h.elem_offset = static_cast<uint32_t>(64 * k);
+    const std::vector<uint8_t> payload(4u * h.elem_count, uint8_t(k + 1));
+    std::vector<uint8_t> b(t.packet_capacity(payload.size()));
+    b.resize(t.build(b.data(), peer, 0x100, static_cast<uint32_t>(k), h, payload.data()));
+    train.push_back(std::move(b));
+  }
+  return train;
+}
+
+// The ICRC fields of what `t` sends to `app` (IP ID 0).
+icrc::UdpFields fields_toward(const UdpTransport& t, const Appliance& app) {
+  return {.src_ip = kLoopback, .dst_ip = app.ip, .src_port = t.local_endpoint().udp_port, .dst_port = app.port};
+}
+
+Status send_train(UdpTransport& t, uint32_t peer, const std::vector<std::vector<uint8_t>>& train) {
+  std::vector<OutPacket> out;
+  for (const auto& b : train) out.push_back({peer, b.data(), static_cast<uint32_t>(b.size())});
+  return t.send(out);
+}
+
+// One buffer as the appliance socket got it, and the segment size the kernel said (0: none).
+struct Got {
+  std::vector<uint8_t> bytes;
+  uint32_t gso_size = 0;
+};
+std::vector<Got> appliance_receive(const Appliance& app, size_t datagrams) {
+  std::vector<Got> got;
+  size_t seen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (seen < datagrams && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{app.fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    Got g;
+    g.bytes.resize(70000);
+    iovec iov{g.bytes.data(), g.bytes.size()};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof(ctl);
+    const ssize_t n = recvmsg(app.fd, &m, MSG_DONTWAIT);
+    if (n < 0) continue;
+    g.bytes.resize(static_cast<size_t>(n));
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+      if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+        int v = 0;
+        std::memcpy(&v, CMSG_DATA(c), sizeof(v));
+        g.gso_size = static_cast<uint32_t>(v);
+      }
+    }
+    seen += g.gso_size != 0 ? (g.bytes.size() + g.gso_size - 1) / g.gso_size : 1;
+    got.push_back(std::move(g));
+  }
+  return got;
+}
+
+// A GSO transport and an appliance socket that takes its trains whole (UDP_GRO on loopback).
+class UdpTransportGso : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    UdpTransportOptions o;
+    o.bind_ip = kLoopback;
+    o.gso = true;
+    auto r = UdpTransport::open(o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    t = std::move(r).value();
+    if (t->counters().gso_refused != 0) GTEST_SKIP() << "skipped: no UDP GSO here: " << t->describe();
+    const int one = 1;
+    ASSERT_EQ(setsockopt(app.fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)), 0);
+    auto p = t->add_peer(peer_of(app));
+    ASSERT_TRUE(p.ok());
+    peer = *p;
+  }
+  std::unique_ptr<UdpTransport> t;
+  Appliance app;
+  uint32_t peer = 0;
+};
+
+// With GSO a train to one peer leaves in one UDP_SEGMENT send; segment k carries the ICRC of the
+// IPv4 header the kernel writes for it (IP ID k, DF): what sumcastd checks on the real header.
+// The appliance socket takes the train whole (UDP_GRO on loopback) to see where each segment lies.
+TEST_F(UdpTransportGso, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
+  const auto train = built_train(*t, peer, 6, 40);
+  ASSERT_TRUE(send_train(*t, peer, train).ok());
+  const TransportCounters& c = t->counters();
+  EXPECT_EQ(c.gso_sends, 1u);
+  EXPECT_EQ(c.gso_segments, 6u);
+  EXPECT_EQ(c.tx_packets, 6u);
+  const auto got = appliance_receive(app, 6);
+  ASSERT_EQ(got.size(), 1u) << "the train did not arrive as one buffer";
+  ASSERT_EQ(got[0].gso_size, train[0].size());
+  icrc::UdpFields f = fields_toward(*t, app);
+  size_t off = 0;
+  for (size_t k = 0; k < train.size(); ++k) {
+    const std::span<const uint8_t> seg(got[0].bytes.data() + off, train[k].size());
+    off += train[k].size();
+    f.ip_id = static_cast<uint16_t>(k);
+    EXPECT_TRUE(icrc::verify_udp(f, seg)) << "segment " << k << " with IP ID " << k;
+    f.ip_id = 0;
+    EXPECT_EQ(icrc::verify_udp(f, seg), k == 0) << "segment " << k << " with IP ID 0";
+    wire::ParsedPacket pp;
+    ASSERT_EQ(wire::parse_roce(seg, &pp), wire::ParseError::kOk) << k;
+    EXPECT_EQ(pp.hdr.elem_offset, 64 * k);
+    EXPECT_EQ(pp.payload[0], uint8_t(k + 1));
+  }
+  EXPECT_EQ(off, got[0].bytes.size());
+
+  // The same buffers sent one at a time (another peer between them) are stamped for ID 0 again.
+  Appliance other;
+  auto peer2 = t->add_peer(peer_of(other));
+  ASSERT_TRUE(peer2.ok());
+  const auto lone = built_train(*t, *peer2, 1, 256);
+  std::vector<OutPacket> mixed = {{peer, train[3].data(), static_cast<uint32_t>(train[3].size())},
+                                  {*peer2, lone[0].data(), static_cast<uint32_t>(lone[0].size())}};
+  ASSERT_TRUE(t->send(mixed).ok());
+  EXPECT_EQ(c.gso_sends, 1u);  // nothing to coalesce
+  const auto again = appliance_receive(app, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].gso_size, 0u);
+  f.ip_id = 0;
+  EXPECT_TRUE(icrc::verify_udp(f, again[0].bytes));
+}
+
+// A train ends after a shorter packet (only the last segment may be shorter), and a buffer already
+// in the batch waits for the next sendmmsg: [A A B] [A X] then [X], each segment's ICRC for its place.
+TEST_F(UdpTransportGso, GsoTrainEndsAfterAShorterPacketAndBeforeARepeatedBuffer) {
+  const auto first = built_train(*t, peer, 3, 40);    // A A B
+  const auto second = built_train(*t, peer, 2, 256);  // A A
+  std::vector<OutPacket> out;
+  for (const auto* tr : {&first, &second}) {
+    for (const auto& b : *tr) out.push_back({peer, b.data(), static_cast<uint32_t>(b.size())});
+  }
+  out.push_back(out.back());  // the same buffer twice: two sends
+  ASSERT_TRUE(t->send(out).ok());
+  EXPECT_EQ(t->counters().gso_sends, 2u);
+  EXPECT_EQ(t->counters().gso_segments, 5u);
+  EXPECT_EQ(t->counters().tx_packets, 6u);
+  const auto got = appliance_receive(app, 6);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].bytes.size(), 2 * first[0].size() + first[2].size());
+  EXPECT_EQ(got[1].bytes.size(), 2 * second[0].size());
+  EXPECT_EQ(got[2].bytes, second[1]);  // alone: stamped for ID 0 again
+  icrc::UdpFields f = fields_toward(*t, app);
+  EXPECT_TRUE(icrc::verify_udp(f, got[2].bytes));
+  f.ip_id = 2;
+  EXPECT_TRUE(icrc::verify_udp(f, std::span<const uint8_t>(got[0].bytes).subspan(2 * first[0].size())));
+  f.ip_id = 1;  // the repeated buffer went in the next sendmmsg: its place in the train kept its stamp
+  EXPECT_TRUE(icrc::verify_udp(f, std::span<const uint8_t>(got[1].bytes).subspan(second[0].size())));
+}
+
+// GSO is off unless asked for; asked for where the kernel refuses UDP_SEGMENT (the seam), every
+// packet goes alone with the ICRC of IP ID 0, counted and said.
+TEST(UdpTransport, WithoutGsoEveryPacketGoesAloneWithIpId0) {
+  for (const bool asked : {false, true}) {
+    SCOPED_TRACE(asked ? "asked, refused" : "not asked");
+    UdpTransportOptions o;
+    o.bind_ip = kLoopback;
+    o.gso = asked;
+    o.offload_setsockopt = refuse_option<UDP_SEGMENT>;
+    auto t = UdpTransport::open(o);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    EXPECT_EQ((*t)->counters().gso_refused, asked ? 1u : 0u);
+    EXPECT_EQ((*t)->describe().find("no GSO: setsockopt(UDP_SEGMENT)") != std::string::npos, asked) << (*t)->describe();
+    Appliance app;
+    auto peer = (*t)->add_peer(peer_of(app));
+    ASSERT_TRUE(peer.ok());
+    const auto train = built_train(**t, *peer, 4, 256);
+    ASSERT_TRUE(send_train(**t, *peer, train).ok());
+    EXPECT_EQ((*t)->counters().gso_sends, 0u);
+    EXPECT_EQ((*t)->counters().tx_packets, 4u);
+    const auto got = appliance_receive(app, 4);
+    ASSERT_EQ(got.size(), 4u);
+    const icrc::UdpFields f = fields_toward(**t, app);
+    for (const Got& g : got) EXPECT_TRUE(icrc::verify_udp(f, g.bytes));
+  }
+}
+
 TEST(UdpTransport, DropReasonNamesMatchTheWireForStructuralReasons) {
   EXPECT_STREQ(drop_reason_name(DropReason::kBadLength), wire::parse_error_name(wire::ParseError::kBadLength));
   EXPECT_STREQ(drop_reason_name(DropReason::kBadIcrc), "bad_icrc");

@@ -110,6 +110,8 @@ struct Options {
   uint32_t slots = 0;
   uint32_t rto_us = 5000;
   uint32_t busy_poll_us = 0;
+  std::string udp_gro = "auto";
+  std::string udp_gso = "off";
   uint32_t retries = 100;
   uint32_t op_timeout_ms = 30000;
   CommConfig::Failover failover = CommConfig::Failover::kAuto;
@@ -316,6 +318,15 @@ int parse_args(int argc, char** argv, Options* o) {
   app.add_option("--window-cut-interval-us", o->window_cut_us, "at most one cut per U us (0: per smoothed RTT)")
       ->check(CLI::Range(0, 60000000))
       ->type_name("U");
+  app.add_option("--udp-gro", o->udp_gro,
+                 "UDP: receive results the kernel coalesced (UDP_GRO) where it allows it, or off")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->type_name("auto|off");
+  app.add_option("--udp-gso", o->udp_gso,
+                 "UDP: send contributions in UDP_SEGMENT trains (segment k with IP ID k): only toward "
+                 "sumcastd appliances, which check the ICRC on the real IPv4 header")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off");
   app.add_option("--busy-poll-us", o->busy_poll_us, "UDP: SO_BUSY_POLL of the data sockets (0: off)")
       ->check(CLI::Range(0, 1000000))
       ->type_name("U");
@@ -943,6 +954,8 @@ int main(int argc, char** argv) {
   base.bind_ip = o.bind_ip;
   base.rto_initial_us = o.rto_us;
   base.busy_poll_us = o.busy_poll_us;
+  base.udp_gro = o.udp_gro == "auto";
+  base.udp_gso = o.udp_gso == "on";
   base.rto_max_us = std::max<uint32_t>(o.rto_us, 200000);
   base.retries = o.retries;
   base.op_timeout_ms = o.op_timeout_ms;

@@ -132,6 +132,8 @@ void sumcast_config_init(sumcast_config* config) {
   config->window_step = defaults.window_step;
   config->window_cut_interval_us = defaults.window_cut_interval_us;
   config->busy_poll_us = defaults.busy_poll_us;
+  config->udp_gro = defaults.udp_gro ? 1 : 0;
+  config->udp_gso = defaults.udp_gso ? 1 : 0;
 }
 
 sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** comm) {
@@ -209,6 +211,8 @@ sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** 
     cc.window_step = c.window_step;
     cc.window_cut_interval_us = c.window_cut_interval_us;
     cc.busy_poll_us = c.busy_poll_us;
+    cc.udp_gro = c.udp_gro != 0;
+    cc.udp_gso = c.udp_gso != 0;
     auto created = sumcast::shim::Communicator::create(cc);
     if (!created.ok()) {
       t_create_error = created.status().message();

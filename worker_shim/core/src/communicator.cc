@@ -321,6 +321,8 @@ Status Communicator::init() {
   tc.verify_icrc = c.verify_icrc;
   tc.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
   tc.busy_poll_us = c.busy_poll_us;
+  tc.gro = c.udp_gro;
+  tc.gso = c.udp_gso;
   tc.rdma_device = c.rdma_device;
   tc.rdma_interface = c.rdma_interface;
   tc.max_payload = c.payload_bytes;
@@ -1512,6 +1514,12 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"rx_bytes", s.transport.rx_bytes},
       {"rx_overflows", s.transport.rx_overflows},
       {"rx_buffer_bytes", s.transport.rx_buffer_bytes},
+      {"gro_receives", s.transport.gro_receives},
+      {"gro_segments", s.transport.gro_segments},
+      {"gro_refused", s.transport.gro_refused},
+      {"gso_sends", s.transport.gso_sends},
+      {"gso_segments", s.transport.gso_segments},
+      {"gso_refused", s.transport.gso_refused},
       {"rx_results", s.transport.results},
       {"rx_group_results", s.transport.group_results},
       {"multicast", static_cast<uint64_t>(std::count_if(infos_.begin(), infos_.end(),

@@ -25,6 +25,8 @@ Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& c) {
       o.tos = c.tos;
       o.recv_ecn = c.recv_ecn;
       o.busy_poll_us = c.busy_poll_us;
+      o.gro = c.gro;
+      o.gso = c.gso;
       return as_transport(UdpTransport::open(o));
     }
     case TransportKind::kVerbs: {

@@ -2,12 +2,14 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <unordered_set>
 
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/shim/address.h"
@@ -17,9 +19,19 @@ namespace {
 
 // A received datagram is at most BTH..ICRC of the largest payload; one more byte detects larger.
 constexpr size_t kRxBufLen = wire::roce_len(wire::kMaxPayloadBytes) + 64;
-// Control messages per datagram: IP_TOS (with recv_ecn) and SO_RXQ_OVFL (the socket's drop count).
-constexpr size_t kCmsgWords = (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + 7) / 8;
+// With UDP_GRO: a coalesced buffer is at most one UDP datagram's worth of payload (65507 bytes).
+constexpr size_t kGroBufLen = 65536;
+constexpr size_t kGroMaxBatch = 64;  // receive buffers of kGroBufLen bytes, whatever the batch
+// Control messages per buffer: IP_TOS (with recv_ecn), SO_RXQ_OVFL (the socket's drop count) and
+// UDP_GRO (the segment size of a coalesced buffer).
+constexpr size_t kCmsgWords =
+    (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int)) + 7) / 8;
 constexpr uint8_t kEcnCe = 0x03;
+// A UDP_SEGMENT train: at most 64 segments (the kernel's UDP_MAX_SEGMENTS) and, with a margin
+// below the 65507 bytes of one IPv4 UDP datagram, at most 63 KiB.
+constexpr size_t kGsoMaxSegments = 64;
+constexpr size_t kGsoMaxBytes = 63 * 1024;
+constexpr size_t kTxCmsgWords = (CMSG_SPACE(sizeof(uint16_t)) + 7) / 8;
 
 // Sets SO_RCVBUF or SO_SNDBUF (forced when privileged; otherwise capped by net.core.rmem_max or
 // wmem_max) and returns what the kernel granted.
@@ -38,6 +50,7 @@ struct RxControl {
   uint8_t ecn = 0;
   bool have_drops = false;
   uint32_t drops = 0;
+  uint32_t gso_size = 0;  // UDP_GRO: the buffer holds datagrams of this size (the last may be shorter)
 };
 
 RxControl received_control(msghdr& h) {
@@ -49,6 +62,10 @@ RxControl received_control(msghdr& h) {
     } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
       std::memcpy(&rc.drops, CMSG_DATA(c), sizeof(rc.drops));
       rc.have_drops = true;
+    } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+      int size = 0;
+      std::memcpy(&size, CMSG_DATA(c), sizeof(size));
+      rc.gso_size = size > 0 ? static_cast<uint32_t>(size) : 0;
     }
   }
   return rc;
@@ -75,6 +92,16 @@ void ask_drop_counts(int fd) {
   const int one = 1;
   (void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 }
+
+// A UDP-level option on `fd` (through the test seam when there is one): UDP_GRO = 1 turns GRO
+// on; UDP_SEGMENT = 0 asks whether the kernel knows GSO (0: no segment size of the socket's own).
+// "" or why the kernel refused it.
+std::string set_udp_offload(int fd, const UdpTransportOptions& o, int name, int value, const char* what) {
+  const int rc = o.offload_setsockopt != nullptr ? o.offload_setsockopt(fd, IPPROTO_UDP, name, &value, sizeof(value))
+                                                 : setsockopt(fd, IPPROTO_UDP, name, &value, sizeof(value));
+  return rc == 0 ? std::string() : std::string("setsockopt(") + what + "): " + std::strerror(errno);
+}
+std::string enable_gro(int fd, const UdpTransportOptions& o) { return set_udp_offload(fd, o, UDP_GRO, 1, "UDP_GRO"); }
 
 }  // namespace
 
@@ -133,6 +160,16 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   t->counters_.tx_buffer_bytes = set_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
   ask_drop_counts(t->fd_);
   SUMCAST_RETURN_IF_ERROR(set_busy_poll(t->fd_, options.busy_poll_us));
+  if (options.gro) {
+    t->gro_refused_ = enable_gro(t->fd_, options);
+    t->gro_ = t->gro_refused_.empty();
+    t->counters_.gro_refused = t->gro_ ? 0 : 1;
+  }
+  if (options.gso) {
+    t->gso_refused_ = set_udp_offload(t->fd_, options, UDP_SEGMENT, 0, "UDP_SEGMENT");
+    t->gso_ = t->gso_stamps_ = t->gso_refused_.empty();
+    t->counters_.gso_refused = t->gso_ ? 0 : 1;
+  }
   sockaddr_in me{};
   me.sin_family = AF_INET;
   me.sin_port = htons(options.port);
@@ -147,17 +184,22 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   t->qpn_ = options.qpn != 0 ? (options.qpn & 0xFFFFFF) : (0x010000u | t->port_);
 
   const size_t b = options.batch;
-  t->rx_mem_.resize(b * kRxBufLen);
-  t->rx_msgs_.resize(b);
-  t->rx_iov_.resize(b);
-  t->rx_addr_.resize(b);
-  t->rx_cmsg_.assign(b * kCmsgWords, 0);
-  for (size_t i = 0; i < b; ++i) {
-    t->rx_iov_[i] = {t->rx_mem_.data() + i * kRxBufLen, kRxBufLen};
+  const size_t rb = t->gro_ ? std::min(b, kGroMaxBatch) : b;
+  t->rx_buf_len_ = t->gro_ ? kGroBufLen : kRxBufLen;
+  t->rx_mem_.resize(rb * t->rx_buf_len_);
+  t->rx_msgs_.resize(rb);
+  t->rx_iov_.resize(rb);
+  t->rx_addr_.resize(rb);
+  t->rx_cmsg_.assign(rb * kCmsgWords, 0);
+  for (size_t i = 0; i < rb; ++i) {
+    t->rx_iov_[i] = {t->rx_mem_.data() + i * t->rx_buf_len_, t->rx_buf_len_};
     std::memset(&t->rx_msgs_[i], 0, sizeof(mmsghdr));
   }
   t->tx_msgs_.resize(b);
-  t->tx_iov_.resize(b);
+  t->tx_iov_.resize(t->gso_ ? b * kGsoMaxSegments : b);
+  t->tx_cmsg_.assign(t->gso_ ? b * kTxCmsgWords : 0, 0);
+  t->tx_first_.resize(b);
+  t->tx_count_.resize(b);
   return t;
 }
 
@@ -212,6 +254,12 @@ Status UdpTransport::join(uint32_t group) {
   if (Status st = set_busy_poll(g.fd, options_.busy_poll_us); !st.ok()) {
     close(g.fd);
     return st.with_context(what + ": ");
+  }
+  if (gro_) {
+    if (std::string why = enable_gro(g.fd, options_); !why.empty()) {
+      close(g.fd);
+      return Status::internal(what + ": " + why + " (the data socket took it)");
+    }
   }
   sockaddr_in at{};
   at.sin_family = AF_INET;
@@ -280,30 +328,87 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
   size_t done = 0;
   bool waited = false;
   while (done < packets.size()) {
-    const size_t n = std::min<size_t>(packets.size() - done, tx_msgs_.size());
-    for (size_t i = 0; i < n; ++i) {
-      const OutPacket& o = packets[done + i];
-      tx_iov_[i] = {const_cast<uint8_t*>(o.data), o.len};
-      mmsghdr& m = tx_msgs_[i];
-      std::memset(&m, 0, sizeof(m));
-      m.msg_hdr.msg_name = &peers_[o.peer].addr;
-      m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
-      m.msg_hdr.msg_iov = &tx_iov_[i];
-      m.msg_hdr.msg_iovlen = 1;
-    }
-    const int rc = sendmmsg(fd_, tx_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
-    if (rc > 0 && static_cast<size_t>(rc) < n) ++counters_.tx_partial;  // the next call says why
-    if (rc > 0) {
-      for (int i = 0; i < rc; ++i) {
-        ++counters_.tx_packets;
-        counters_.tx_bytes += packets[done + static_cast<size_t>(i)].len;
+    // One message per packet; with GSO one per train of packets to one peer, of the first one's
+    // length (only the last may be shorter). Where send() stamps ICRCs per position, no buffer is
+    // in one sendmmsg twice: its second stamp would overwrite the first before the kernel copies it.
+    size_t m = 0, p = done, iov = 0;
+    tx_seen_.clear();
+    for (; m < tx_msgs_.size() && p < packets.size(); ++m) {
+      const OutPacket& first = packets[p];
+      if (gso_stamps_ && !tx_seen_.insert(first.data).second) break;  // the next sendmmsg takes it
+      size_t n = 1;
+      if (gso_) {
+        const size_t most = std::min(kGsoMaxSegments, kGsoMaxBytes / std::max<size_t>(first.len, 1));
+        while (n < most && p + n < packets.size()) {
+          const OutPacket& o = packets[p + n];
+          if (o.peer != first.peer || o.len > first.len || packets[p + n - 1].len != first.len) break;
+          if (tx_seen_.contains(o.data)) break;
+          tx_seen_.insert(o.data);
+          ++n;
+        }
       }
-      done += static_cast<size_t>(rc);
+      if (gso_stamps_) {  // segment k of a train leaves with IP ID k; a packet alone with 0
+        const Peer& peer = peers_[first.peer];
+        for (size_t k = 0; k < n; ++k) {
+          const OutPacket& o = packets[p + k];
+          const icrc::UdpFields f{.src_ip = ip_,
+                                  .dst_ip = peer.spec.ip,
+                                  .src_port = port_,
+                                  .dst_port = peer.spec.udp_port,
+                                  .ip_id = static_cast<uint16_t>(k)};
+          icrc::stamp_udp(f, std::span<uint8_t>(const_cast<uint8_t*>(o.data), o.len));
+        }
+      }
+      for (size_t k = 0; k < n; ++k) tx_iov_[iov + k] = {const_cast<uint8_t*>(packets[p + k].data), packets[p + k].len};
+      mmsghdr& mh = tx_msgs_[m];
+      std::memset(&mh, 0, sizeof(mh));
+      mh.msg_hdr.msg_name = &peers_[first.peer].addr;
+      mh.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      mh.msg_hdr.msg_iov = &tx_iov_[iov];
+      mh.msg_hdr.msg_iovlen = n;
+      if (n > 1) {
+        mh.msg_hdr.msg_control = &tx_cmsg_[m * kTxCmsgWords];
+        mh.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+        cmsghdr* c = CMSG_FIRSTHDR(&mh.msg_hdr);
+        c->cmsg_level = IPPROTO_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const uint16_t seg = static_cast<uint16_t>(first.len);
+        std::memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+      }
+      tx_first_[m] = p;
+      tx_count_[m] = n;
+      p += n;
+      iov += n;
+    }
+    const int rc = sendmmsg(fd_, tx_msgs_.data(), static_cast<unsigned>(m), MSG_DONTWAIT);
+    if (rc > 0 && static_cast<size_t>(rc) < m) ++counters_.tx_partial;  // the next call says why
+    if (rc > 0) {
+      for (size_t i = 0; i < static_cast<size_t>(rc); ++i) {
+        for (size_t k = 0; k < tx_count_[i]; ++k) {
+          ++counters_.tx_packets;
+          counters_.tx_bytes += packets[tx_first_[i] + k].len;
+        }
+        if (tx_count_[i] > 1) {
+          ++counters_.gso_sends;
+          counters_.gso_segments += tx_count_[i];
+        }
+      }
+      done = tx_first_[rc - 1] + tx_count_[rc - 1];
       waited = false;
       continue;
     }
     const int err = errno;
     if (rc < 0 && err == EINTR) continue;
+    const size_t lost = tx_count_[0];  // what the first message carried
+    if (rc < 0 && lost > 1 && (err == EIO || err == EINVAL || err == EMSGSIZE || err == ENOPROTOOPT)) {
+      // The kernel or the device will not segment (no checksum offload, a path through IPsec...):
+      // one datagram per packet from now on, these ones included (stamped for ID 0 again).
+      gso_ = false;
+      gso_refused_ = std::string("UDP_SEGMENT send: ") + std::strerror(err);
+      counters_.gso_refused = 1;
+      continue;
+    }
     if (rc < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS)) {
       ++(err == ENOBUFS ? counters_.tx_enobufs : counters_.tx_eagain);
       if (!waited) {  // socket buffer full: wait (bounded) for room once, then count the rest as lost
@@ -312,15 +417,15 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
         waited = true;
         continue;
       }
-      ++counters_.tx_dropped;
-      ++done;
+      counters_.tx_dropped += lost;
+      done += lost;
       continue;
     }
     if (rc < 0 && (err == ENETUNREACH || err == EHOSTUNREACH || err == ENETDOWN || err == EHOSTDOWN)) {
       // The route or link is gone for now (a link flap): the packet is lost like any other, and the
       // retransmission timer, bounded by the retry budget and the op timeout, decides what follows.
-      ++counters_.tx_dropped;
-      ++done;
+      counters_.tx_dropped += lost;
+      done += lost;
       continue;
     }
     const OutPacket& o = packets[done];
@@ -334,21 +439,33 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
 
 size_t UdpTransport::receive(std::span<Received> out) {
   if (out.empty()) return 0;
-  const size_t want = std::min(out.size(), rx_msgs_.size());
   size_t accepted = 0;
-  size_t used = drain(fd_, &rx_drops_seen_, ip_, port_, false, 0, out.first(want), &accepted);
+  if (pending_next_ < pending_.size()) {
+    // The rx buffers still hold these segments: hand them out before reading the sockets again.
+    while (pending_next_ < pending_.size() && accepted < out.size()) {
+      if (accept(pending_[pending_next_++], &out[accepted])) ++accepted;
+    }
+    if (pending_next_ == pending_.size()) {
+      pending_.clear();
+      pending_next_ = 0;
+    }
+    return accepted;
+  }
+  const size_t want = std::min(out.size(), rx_msgs_.size());
+  size_t used = drain(fd_, &rx_drops_seen_, ip_, port_, false, 0, want, out, &accepted);
   for (Group& g : groups_) {
-    if (used >= want) break;
+    if (used >= want || accepted >= out.size() || !pending_.empty()) break;
     size_t more = 0;
-    used += drain(g.fd, &g.drops_seen, g.ip, wire::kRoceUdpPort, true, used, out.subspan(accepted, want - used), &more);
+    used += drain(g.fd, &g.drops_seen, g.ip, wire::kRoceUdpPort, true, used, want - used, out.subspan(accepted), &more);
     accepted += more;
   }
   return accepted;
 }
 
 size_t UdpTransport::drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first,
-                           std::span<Received> out, size_t* accepted) {
-  const size_t want = out.size();
+                           size_t max_msgs, std::span<Received> out, size_t* accepted) {
+  *accepted = 0;
+  const size_t want = max_msgs;
   if (want == 0) return 0;
   for (size_t i = first; i < first + want; ++i) {
     msghdr& h = rx_msgs_[i].msg_hdr;
@@ -367,123 +484,164 @@ size_t UdpTransport::drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16
   if (rc <= 0) return 0;
   size_t n = 0;
   for (size_t i = first; i < first + static_cast<size_t>(rc); ++i) {
-    const uint8_t* data = rx_mem_.data() + i * kRxBufLen;
+    const uint8_t* data = rx_mem_.data() + i * rx_buf_len_;
     const size_t len = rx_msgs_[i].msg_len;
-    ++counters_.rx_packets;
-    counters_.rx_bytes += len;
     const RxControl ctl = received_control(rx_msgs_[i].msg_hdr);
     if (ctl.have_drops && ctl.drops != *drops_seen) {  // a 32-bit count since the socket opened
       counters_.rx_overflows += static_cast<uint32_t>(ctl.drops - *drops_seen);
       *drops_seen = ctl.drops;
     }
-    if ((rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len >= kRxBufLen) {
+    // A coalesced buffer (UDP_GRO): datagrams of gso_size bytes, the last one possibly shorter.
+    const size_t seg = ctl.gso_size != 0 && ctl.gso_size < len ? ctl.gso_size : len;
+    if (seg < len) {
+      ++counters_.gro_receives;
+      counters_.gro_segments += (len + seg - 1) / seg;
+    }
+    if ((rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0) {  // the buffer is no longer what was sent
+      ++counters_.rx_packets;
+      counters_.rx_bytes += len;
       drop(DropReason::kTruncated);
       continue;
     }
-    const uint32_t src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
-    const uint16_t src_port = ntohs(rx_addr_[i].sin_port);
-    // IP ID 0 and DF: what the kernel writes for a DF datagram from an unconnected socket.
-    const icrc::UdpFields f{.src_ip = src_ip, .dst_ip = dst_ip, .src_port = src_port, .dst_port = dst_port};
-    uint32_t cnp_qp = 0;
-    if (wire::parse_cnp(std::span<const uint8_t>(data, len), &cnp_qp)) {
-      // Congestion notification: no Sumcast header, so the peer is the appliance at that source
-      // (the port match preferred when several share the address).
-      int peer = -1;
-      for (size_t p = 0; p < peers_.size(); ++p) {
-        if (peers_[p].spec.ip == src_ip && (peer < 0 || peers_[p].spec.udp_port == src_port)) {
-          peer = static_cast<int>(p);
-        }
-      }
-      if (peer < 0) {
-        drop(DropReason::kUnknownSource);
-      } else if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
-        drop(DropReason::kBadIcrc);
-      } else if (group || cnp_qp != qpn_) {
-        drop(DropReason::kBadDestQp);
+    Datagram d;
+    d.src_ip = ntohl(rx_addr_[i].sin_addr.s_addr);
+    d.src_port = ntohs(rx_addr_[i].sin_port);
+    d.dst_ip = dst_ip;
+    d.dst_port = dst_port;
+    d.group = group;
+    d.ecn = ctl.ecn;
+    size_t off = 0;
+    do {  // once for an empty datagram too (the parser rejects it)
+      d.data = data + off;
+      d.len = static_cast<uint32_t>(std::min(seg, len - off));
+      off += d.len;
+      ++counters_.rx_packets;
+      counters_.rx_bytes += d.len;
+      if (n < out.size()) {
+        if (accept(d, &out[n])) ++n;
       } else {
-        ++counters_.cnps;
-        Received& r = out[n++];
-        r = Received{};
-        r.peer = static_cast<uint32_t>(peer);
-        r.cnp = true;
+        pending_.push_back(d);
       }
-      continue;
-    }
-    wire::ParsedPacket pp;
-    const wire::ParseError pe = wire::parse_roce(std::span<const uint8_t>(data, len), &pp);
-    if (pe != wire::ParseError::kOk) {
-      drop(static_cast<DropReason>(pe));
-      continue;
-    }
-    bool known_source = false;
-    int peer = -1;
-    for (size_t p = 0; p < peers_.size(); ++p) {
-      if (peers_[p].spec.ip != src_ip) continue;
-      known_source = true;
-      if (peers_[p].spec.job_id != pp.hdr.job_id) continue;
-      if (group && peers_[p].spec.group != dst_ip) continue;  // another job's group
-      // Several appliances may share an address (embedded services); prefer the port match.
-      if (peer < 0 || peers_[p].spec.udp_port == src_port) peer = static_cast<int>(p);
-    }
-    if (!known_source) {
-      drop(DropReason::kUnknownSource);
-      continue;
-    }
-    if (peer < 0) {
-      drop(DropReason::kUnknownJob);
-      continue;
-    }
-    const PeerSpec& ps = peers_[static_cast<size_t>(peer)].spec;
-    if (pp.qkey != ps.qkey) {
-      drop(DropReason::kBadQkey);
-      continue;
-    }
-    if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
-      drop(DropReason::kBadIcrc);
-      continue;
-    }
-    if (pp.hdr.type == wire::MsgType::kContribution) {
-      drop(DropReason::kNotResult);
-      continue;
-    }
-    if (group ? pp.dest_qp != wire::kMulticastQpn : (pp.dest_qp != qpn_ && pp.dest_qp != wire::kMulticastQpn)) {
-      drop(DropReason::kBadDestQp);
-      continue;
-    }
-    bool ce = false;
-    if (pp.hdr.type == wire::MsgType::kResult) {
-      if (group ? pp.hdr.rank != wire::kRankMulticast
-                : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
-        drop(DropReason::kBadRank);
-        continue;
-      }
-      if (pp.hdr.dtype != ps.dtype) {
-        drop(DropReason::kDtypeMismatch);
-        continue;
-      }
-      if (pp.hdr.op != ps.op) {
-        drop(DropReason::kOpMismatch);
-        continue;
-      }
-      ++counters_.results;
-      if (group) ++counters_.group_results;
-      ce = ctl.ecn == kEcnCe;
-      if (ce) ++counters_.ce_results;
-    } else {
-      ++counters_.aborts;
-    }
-    Received& r = out[n++];
-    r.peer = static_cast<uint32_t>(peer);
-    r.cnp = false;
-    r.ce = ce;
-    r.hdr = pp.hdr;
-    r.payload = pp.payload;
-    r.payload_len = static_cast<uint32_t>(pp.payload_len);
+    } while (off < len);
   }
   *accepted = n;
   return static_cast<size_t>(rc);
 }
 
-std::string UdpTransport::describe() const { return "udp " + format_ipv4(ip_) + ":" + std::to_string(port_); }
+bool UdpTransport::accept(const Datagram& d, Received* r) {
+  const uint8_t* data = d.data;
+  const size_t len = d.len;
+  const uint32_t src_ip = d.src_ip;
+  const uint16_t src_port = d.src_port;
+  const uint32_t dst_ip = d.dst_ip;
+  const bool group = d.group;
+  if (len >= kRxBufLen) {  // larger than any datagram of ours
+    drop(DropReason::kTruncated);
+    return false;
+  }
+  // IP ID 0 and DF: what the kernel writes for a DF datagram from an unconnected socket.
+  const icrc::UdpFields f{.src_ip = src_ip, .dst_ip = dst_ip, .src_port = src_port, .dst_port = d.dst_port};
+  uint32_t cnp_qp = 0;
+  if (wire::parse_cnp(std::span<const uint8_t>(data, len), &cnp_qp)) {
+    // Congestion notification: no Sumcast header, so the peer is the appliance at that source
+    // (the port match preferred when several share the address).
+    int peer = -1;
+    for (size_t p = 0; p < peers_.size(); ++p) {
+      if (peers_[p].spec.ip == src_ip && (peer < 0 || peers_[p].spec.udp_port == src_port)) {
+        peer = static_cast<int>(p);
+      }
+    }
+    if (peer < 0) {
+      drop(DropReason::kUnknownSource);
+    } else if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+      drop(DropReason::kBadIcrc);
+    } else if (group || cnp_qp != qpn_) {
+      drop(DropReason::kBadDestQp);
+    } else {
+      ++counters_.cnps;
+      *r = Received{};
+      r->peer = static_cast<uint32_t>(peer);
+      r->cnp = true;
+      return true;
+    }
+    return false;
+  }
+  wire::ParsedPacket pp;
+  const wire::ParseError pe = wire::parse_roce(std::span<const uint8_t>(data, len), &pp);
+  if (pe != wire::ParseError::kOk) {
+    drop(static_cast<DropReason>(pe));
+    return false;
+  }
+  bool known_source = false;
+  int peer = -1;
+  for (size_t p = 0; p < peers_.size(); ++p) {
+    if (peers_[p].spec.ip != src_ip) continue;
+    known_source = true;
+    if (peers_[p].spec.job_id != pp.hdr.job_id) continue;
+    if (group && peers_[p].spec.group != dst_ip) continue;  // another job's group
+    // Several appliances may share an address (embedded services); prefer the port match.
+    if (peer < 0 || peers_[p].spec.udp_port == src_port) peer = static_cast<int>(p);
+  }
+  if (!known_source) {
+    drop(DropReason::kUnknownSource);
+    return false;
+  }
+  if (peer < 0) {
+    drop(DropReason::kUnknownJob);
+    return false;
+  }
+  const PeerSpec& ps = peers_[static_cast<size_t>(peer)].spec;
+  if (pp.qkey != ps.qkey) {
+    drop(DropReason::kBadQkey);
+    return false;
+  }
+  if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+    drop(DropReason::kBadIcrc);
+    return false;
+  }
+  if (pp.hdr.type == wire::MsgType::kContribution) {
+    drop(DropReason::kNotResult);
+    return false;
+  }
+  if (group ? pp.dest_qp != wire::kMulticastQpn : (pp.dest_qp != qpn_ && pp.dest_qp != wire::kMulticastQpn)) {
+    drop(DropReason::kBadDestQp);
+    return false;
+  }
+  bool ce = false;
+  if (pp.hdr.type == wire::MsgType::kResult) {
+    if (group ? pp.hdr.rank != wire::kRankMulticast : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
+      drop(DropReason::kBadRank);
+      return false;
+    }
+    if (pp.hdr.dtype != ps.dtype) {
+      drop(DropReason::kDtypeMismatch);
+      return false;
+    }
+    if (pp.hdr.op != ps.op) {
+      drop(DropReason::kOpMismatch);
+      return false;
+    }
+    ++counters_.results;
+    if (group) ++counters_.group_results;
+    ce = d.ecn == kEcnCe;
+    if (ce) ++counters_.ce_results;
+  } else {
+    ++counters_.aborts;
+  }
+  r->peer = static_cast<uint32_t>(peer);
+  r->cnp = false;
+  r->ce = ce;
+  r->hdr = pp.hdr;
+  r->payload = pp.payload;
+  r->payload_len = static_cast<uint32_t>(pp.payload_len);
+  return true;
+}
+
+std::string UdpTransport::describe() const {
+  std::string d = "udp " + format_ipv4(ip_) + ":" + std::to_string(port_);
+  if (!gro_refused_.empty()) d += " (no GRO: " + gro_refused_ + ")";
+  if (!gso_refused_.empty()) d += " (no GSO: " + gso_refused_ + ")";
+  return d;
+}
 
 }  // namespace sumcast::shim

@@ -54,7 +54,7 @@ extern "C" {
 
 #define SUMCAST_API_VERSION_MAJOR 1
 /* Minor versions: 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group;
-   3: .failover*; 4: .cnp_reaction, .window_*, .busy_poll_us. */
+   3: .failover*; 4: .cnp_reaction, .window_*, .busy_poll_us, .udp_gro, .udp_gso. */
 #define SUMCAST_API_VERSION_MINOR 4
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
@@ -159,6 +159,12 @@ typedef struct sumcast_config {
   uint32_t window_cut_interval_us; /* at most one cut per this long; default 0: per smoothed RTT */
   uint32_t busy_poll_us;           /* "udp": SO_BUSY_POLL on the data sockets, 0..1000000 us;
                                       default 0: off */
+  uint32_t udp_gro;                /* "udp": nonzero (default 1): receive results the kernel
+                                      coalesced (UDP_GRO) where it allows it; 0: one per receive */
+  uint32_t udp_gso;                /* "udp": nonzero: send runs of contributions as UDP_SEGMENT
+                                      trains (segment k carries IP ID k, docs/protocol.md §2.2);
+                                      only when every aggregator of the job is a sumcastd, whose
+                                      ICRC check sees the real header; default 0 */
 } sumcast_config;
 
 typedef struct sumcast_comm sumcast_comm;

@@ -255,6 +255,8 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.bind_ip = bind_ip_;
   cc.rto_initial_us = config_.rto_us;
   cc.busy_poll_us = config_.busy_poll_us;
+  cc.udp_gro = config_.udp_gro;
+  cc.udp_gso = config_.udp_gso;
   cc.rto_max_us = std::max<uint32_t>(config_.rto_us, 200000);
   cc.cnp_reaction = config_.cnp_reaction;
   cc.window_cut_percent = config_.window_cut;
@@ -564,7 +566,11 @@ void Runtime::teardown_jobs(CommState& st) {
                           .stall_probes = cs.stall_probes,
                           .rx_overflows = cs.transport.rx_overflows,
                           .tx_refused = cs.transport.tx_eagain + cs.transport.tx_enobufs,
-                          .tx_dropped = cs.transport.tx_dropped});
+                          .tx_dropped = cs.transport.tx_dropped,
+                          .gro_receives = cs.transport.gro_receives,
+                          .gro_segments = cs.transport.gro_segments,
+                          .gso_sends = cs.transport.gso_sends,
+                          .gso_segments = cs.transport.gso_segments});
   }
   st.jobs.clear();
 }

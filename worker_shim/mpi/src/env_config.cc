@@ -92,7 +92,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 31> kTable = {{
+constexpr std::array<EnvVar, 33> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -186,6 +186,14 @@ constexpr std::array<EnvVar, 31> kTable = {{
      [](MpiConfig& c, std::string_view v) {
        return set_u32(v, 0, 1'000'000, [&](uint32_t n) { c.busy_poll_us = n; });
      }},
+    {"SUMCAST_MPI_UDP_GRO", EnvType::kBool, "1",
+     "1: the data sockets receive results the kernel coalesced (UDP_GRO) where it allows it; 0: one datagram per "
+     "receive buffer",
+     false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.udp_gro = b; }); }},
+    {"SUMCAST_MPI_UDP_GSO", EnvType::kBool, "0",
+     "1: contributions leave in UDP_SEGMENT trains (segment k with IP ID k); only where every appliance is sumcastd, "
+     "which checks the ICRC on the IPv4 header it received",
+     false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.udp_gso = b; }); }},
     {"SUMCAST_MPI_CNP_REACTION", EnvType::kBool, "1",
      "a CNP from an appliance (its network marked our packets CE) cuts the window of packets in flight toward it",
      false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.cnp_reaction = b; }); }},

@@ -79,6 +79,10 @@ void Stats::add_data_path(const DataPath& d) {
   f_[kRxOverflowField].fetch_add(d.rx_overflows, std::memory_order_relaxed);
   f_[kTxRefusedField].fetch_add(d.tx_refused, std::memory_order_relaxed);
   f_[kTxDroppedField].fetch_add(d.tx_dropped, std::memory_order_relaxed);
+  f_[kGroReceivesField].fetch_add(d.gro_receives, std::memory_order_relaxed);
+  f_[kGroSegmentsField].fetch_add(d.gro_segments, std::memory_order_relaxed);
+  f_[kGsoSendsField].fetch_add(d.gso_sends, std::memory_order_relaxed);
+  f_[kGsoSegmentsField].fetch_add(d.gso_segments, std::memory_order_relaxed);
 }
 
 void Stats::staged(uint64_t bytes_copied) {
@@ -124,7 +128,9 @@ std::string Stats::format(const Snapshot& s, const std::string& scope) {
          std::to_string(s[kRetransmitField]) + " (stall probes " + std::to_string(s[kStallProbeField]) + ")\n";
   out += "sumcast-mpi:   data path drops: socket receive overflows " + std::to_string(s[kRxOverflowField]) +
          ", sends refused " + std::to_string(s[kTxRefusedField]) + ", not sent " + std::to_string(s[kTxDroppedField]) +
-         "\n";
+         "; coalesced receives " + std::to_string(s[kGroReceivesField]) + " (" + std::to_string(s[kGroSegmentsField]) +
+         " datagrams), segmented sends " + std::to_string(s[kGsoSendsField]) + " (" +
+         std::to_string(s[kGsoSegmentsField]) + " packets)\n";
   if (s[kStagedCallsField] != 0) {
     out += "sumcast-mpi:   device buffers staged through host memory: " + std::to_string(s[kStagedCallsField]) +
            " calls, " + human_bytes(s[kStagedBytesField]) + " copied\n";

@@ -124,6 +124,8 @@ shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lan
   cfg.bind_ip = c->config->bind_ip;
   cfg.rto_initial_us = c->config->rto_us;
   cfg.busy_poll_us = c->config->busy_poll_us;
+  cfg.udp_gro = c->config->udp_gro;
+  cfg.udp_gso = c->config->udp_gso;
   cfg.cnp_reaction = c->config->cnp_reaction;
   cfg.window_cut_percent = c->config->window_cut_percent;
   cfg.window_step = c->config->window_step;

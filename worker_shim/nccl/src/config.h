@@ -35,6 +35,8 @@ struct PluginConfig {
   bool multicast = false;                // SUMCAST_MULTICAST: 1 asks for results by multicast
   uint32_t rto_us = 5000;                // SUMCAST_RTO_US: first retransmission timeout
   uint32_t busy_poll_us = 0;             // SUMCAST_BUSY_POLL_US: SO_BUSY_POLL of the data sockets (0: off)
+  bool udp_gro = true;                   // SUMCAST_UDP_GRO: coalesced results (UDP_GRO) where the kernel allows it
+  bool udp_gso = false;                  // SUMCAST_UDP_GSO: UDP_SEGMENT trains (sumcastd appliances only)
   bool cnp_reaction = true;              // SUMCAST_CNP_REACTION: CNPs cut the window (shim/communicator.h)
   uint32_t window_cut_percent = 50;      // SUMCAST_WINDOW_CUT: percent of the window a CNP leaves, 1..99
   uint32_t window_step = 1;              // SUMCAST_WINDOW_STEP: slots regrown per window of clean results

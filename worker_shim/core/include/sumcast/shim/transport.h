@@ -77,6 +77,17 @@ struct TransportCounters {
   uint64_t aborts = 0;         // valid abort messages handed to the communicator
   uint64_t cnps = 0;           // valid congestion notifications (RoCEv2 CNPs) handed to the communicator
   uint64_t ce_results = 0;     // valid results that arrived marked CE (UDP transport with recv_ecn)
+  // UDP GRO: buffers the kernel handed over coalesced (several datagrams, one UDP_GRO control
+  // message) and the datagrams they held (also counted in rx_packets); gro_refused = 1 when the
+  // kernel refused UDP_GRO, so every datagram came alone.
+  uint64_t gro_receives = 0;
+  uint64_t gro_segments = 0;
+  uint64_t gro_refused = 0;
+  // UDP GSO: UDP_SEGMENT sends (trains of two or more packets) and the packets they carried (also
+  // in tx_packets); gso_refused = 1 when the kernel refused UDP_SEGMENT, so every packet went alone.
+  uint64_t gso_sends = 0;
+  uint64_t gso_segments = 0;
+  uint64_t gso_refused = 0;
   uint64_t drops[kDropReasonCount] = {};
 };
 

@@ -2,13 +2,31 @@
 // Sends BTH | DETH | Sumcast header | payload | ICRC as the UDP payload; the ICRC is computed in
 // software over the IPv4/UDP headers the kernel will write (docs/protocol.md §2.2): the socket
 // sets IP_PMTU_DISCOVER = IP_PMTUDISC_DO, so every datagram leaves with DF set and, being sent
-// from an unconnected socket, IP ID 0. That is why the socket must be bound to a specific address:
-// the ICRC covers the source IPv4. Results are verified the same way (appliance address ->
-// our address, ID 0, DF). Batches use sendmmsg/recvmmsg. With recv_ecn, IP_RECVTOS tells the
-// ECN field of every datagram: a result marked CE (the network to us is congested) says so.
-// Every socket sets SO_RXQ_OVFL, so datagrams it dropped for want of receive buffer are counted
-// (rx_overflows), and the counters say what sendmmsg refused (tx_partial, tx_eagain, tx_enobufs)
-// and which buffer sizes the kernel granted.
+// from an unconnected socket, IP ID 0 (segments of a GSO train excepted, below). That is why the socket must be bound
+// to a specific address: the ICRC covers the source IPv4. Results are verified the same way (appliance address -> our
+// address, ID 0, DF). Batches use sendmmsg/recvmmsg. With recv_ecn, IP_RECVTOS tells the ECN field of every datagram: a
+// result marked CE (the network to us is congested) says so. Every socket sets SO_RXQ_OVFL, so datagrams it dropped for
+// want of receive buffer are counted (rx_overflows), and the counters say what sendmmsg refused (tx_partial, tx_eagain,
+// tx_enobufs) and which buffer sizes the kernel granted.
+//
+// GRO (option gro, on by default): the socket sets UDP_GRO, so a kernel whose device coalesced
+// several results of one flow (same addresses and ports, DF, consecutive in its queue) hands them
+// over as one buffer with a UDP_GRO control message saying the segment size; receive() splits it
+// into datagrams of that size, the last one possibly shorter, and validates each as if it had
+// arrived alone (its ICRC with IP ID 0, what every appliance sends). The receive buffers are then
+// 64 KiB each (at most 64 of them, whatever the batch). A kernel that refuses UDP_GRO leaves the
+// per-datagram path (gro_refused = 1, and describe() says why). A coalesced buffer holds up to 64 datagrams, more
+// than one receive() may be asked for: the rest wait, unvalidated, in the transport and are handed
+// out by the next receive() calls before the sockets are read again.
+//
+// GSO (option gso, off by default): send() hands the kernel a train of consecutive packets to one
+// peer, of one length (the last may be shorter), as one UDP_SEGMENT send; the kernel (or a NIC with
+// UDP segmentation offload) cuts it into datagrams and gives segment k of a train IP ID k, DF kept.
+// The ICRC covers the IP ID, so send() stamps packet k of every train for ID k (and every packet
+// sent alone for ID 0 again). Only an aggregator that checks the ICRC against the IPv4 header it
+// received (sumcastd) accepts them: the kernel-UDP aggregators (embedded service, sumcast-serve,
+// host aggregators) read through sockets and assume ID 0. A kernel that refuses UDP_SEGMENT, at
+// open or on a send, leaves the per-datagram path for good (gso_refused = 1, describe() says why).
 //
 // Multicast results (a peer with a group): one more socket per group, bound to group:4791 with
 // SO_REUSEADDR (several workers, and several jobs, of one host each get their copy; the bound
@@ -26,6 +44,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "sumcast/shim/transport.h"
@@ -50,6 +70,11 @@ struct UdpTransportOptions {
   // first (and SO_PREFER_BUSY_POLL where the kernel has it). 0: off. A kernel that refuses it
   // (raising it may need CAP_NET_ADMIN) fails open() naming the cause.
   uint32_t busy_poll_us = 0;
+  bool gro = true;   // UDP_GRO where the kernel allows it (see above); false: one datagram per buffer
+  bool gso = false;  // UDP_SEGMENT trains (see above): every peer must check the ICRC on the real header
+  // Tests: stands in for setsockopt(2) where UDP_GRO and UDP_SEGMENT are set (a kernel that
+  // refuses them); null: setsockopt.
+  int (*offload_setsockopt)(int fd, int level, int name, const void* value, socklen_t len) = nullptr;
 };
 
 class UdpTransport final : public Transport {
@@ -85,11 +110,25 @@ class UdpTransport final : public Transport {
   explicit UdpTransport(const UdpTransportOptions& options);
   void drop(DropReason r) { ++counters_.drops[static_cast<size_t>(r)]; }
   Status join(uint32_t group);
-  // Receives into rx buffers [first, first + out.size()) from `fd`, whose datagrams were sent
-  // to dst_ip:dst_port (`group`: a group socket); returns the datagrams read (validated ones in
-  // out[0..*accepted)). `drops_seen`: the socket's drop count last reported (SO_RXQ_OVFL).
+  // One received datagram (a whole buffer, or one segment of a coalesced one), not yet validated.
+  struct Datagram {
+    const uint8_t* data = nullptr;
+    uint32_t len = 0;
+    uint32_t src_ip = 0;  // host order
+    uint16_t src_port = 0;
+    uint32_t dst_ip = 0;  // what it was sent to: our address or a group
+    uint16_t dst_port = 0;
+    bool group = false;  // arrived on a group socket
+    uint8_t ecn = 0;
+  };
+  // Receives up to `max_msgs` buffers into rx buffers [first, first + max_msgs) from `fd`, whose
+  // datagrams were sent to dst_ip:dst_port (`group`: a group socket); returns the buffers read.
+  // Validated datagrams go to out[0..*accepted); those that did not fit in `out` to pending_.
+  // `drops_seen`: the socket's drop count last reported (SO_RXQ_OVFL).
   size_t drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16_t dst_port, bool group, size_t first,
-               std::span<Received> out, size_t* accepted);
+               size_t max_msgs, std::span<Received> out, size_t* accepted);
+  // Validates one datagram; true (and *r set) when it is a result, abort or CNP for us.
+  bool accept(const Datagram& d, Received* r);
 
   UdpTransportOptions options_;
   int fd_ = -1;
@@ -100,16 +139,28 @@ class UdpTransport final : public Transport {
   std::vector<Group> groups_;
   int epoll_fd_ = -1;           // every socket, once a group was joined
   uint32_t rx_drops_seen_ = 0;  // fd_'s SO_RXQ_OVFL count, as last reported
+  bool gro_ = false;            // UDP_GRO set on every socket
+  std::string gro_refused_;     // why the kernel refused UDP_GRO ("" when it did not)
+  size_t rx_buf_len_ = 0;       // bytes per receive buffer
+  bool gso_ = false;            // UDP_SEGMENT trains
+  bool gso_stamps_ = false;     // send() stamps every packet for the IP ID it leaves with
+  std::string gso_refused_;     // why the kernel refused UDP_SEGMENT ("" when it did not)
   TransportCounters counters_;
   // Receive batch: one buffer of kRxBufLen bytes per datagram.
   std::vector<uint8_t> rx_mem_;
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;
   std::vector<sockaddr_in> rx_addr_;
-  std::vector<uint64_t> rx_cmsg_;  // one control buffer (TOS byte, drop count) per datagram
-  // Send batch.
+  std::vector<uint64_t> rx_cmsg_;  // one control buffer (TOS byte, drop count, GRO size) per buffer
+  std::vector<Datagram> pending_;  // segments of coalesced buffers not handed out yet
+  size_t pending_next_ = 0;
+  // Send batch: one message per packet, or per GSO train.
   std::vector<mmsghdr> tx_msgs_;
-  std::vector<iovec> tx_iov_;
+  std::vector<iovec> tx_iov_;                   // one per packet: batch of them, batch x kGsoMaxSegments with GSO
+  std::vector<uint64_t> tx_cmsg_;               // one UDP_SEGMENT control buffer per message
+  std::vector<size_t> tx_first_;                // the message's first packet (index into send()'s span)
+  std::vector<size_t> tx_count_;                // the message's packets
+  std::unordered_set<const uint8_t*> tx_seen_;  // the buffers of one sendmmsg (GSO stamping)
 };
 
 }  // namespace sumcast::shim

@@ -50,6 +50,8 @@ struct MpiConfig {
   bool multicast = false;                    // SUMCAST_MPI_MULTICAST: results by multicast wanted
   uint32_t rto_us = 5000;                    // SUMCAST_MPI_RTO_US
   uint32_t busy_poll_us = 0;                 // SUMCAST_MPI_BUSY_POLL_US (0: off)
+  bool udp_gro = true;                       // SUMCAST_MPI_UDP_GRO
+  bool udp_gso = false;                      // SUMCAST_MPI_UDP_GSO
   bool cnp_reaction = true;                  // SUMCAST_MPI_CNP_REACTION
   uint32_t window_cut = 50;                  // SUMCAST_MPI_WINDOW_CUT (percent)
   uint32_t window_step = 1;                  // SUMCAST_MPI_WINDOW_STEP

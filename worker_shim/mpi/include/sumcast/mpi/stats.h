@@ -42,7 +42,8 @@ class Stats {
   // retransmissions those that were stall probes (no later chunk answered: a late rank or a
   // descheduled appliance, not a loss), and the data path's drops on this rank's side: datagrams
   // its sockets dropped for want of receive buffer, sends refused (EAGAIN/ENOBUFS, retried) and
-  // packets not sent at all.
+  // packets not sent at all; the coalesced receive buffers (UDP GRO) and the datagrams they held;
+  // the segmented sends (UDP GSO) and the packets they carried.
   static constexpr size_t kPerKind = 6;
   static constexpr size_t kReasonBase = kPerKind * kCallKindCount;
   static constexpr size_t kIntranodeField = kReasonBase + kPassReasonCount;
@@ -57,10 +58,14 @@ class Stats {
   static constexpr size_t kRxOverflowField = kStallProbeField + 1;
   static constexpr size_t kTxRefusedField = kRxOverflowField + 1;
   static constexpr size_t kTxDroppedField = kTxRefusedField + 1;
+  static constexpr size_t kGroReceivesField = kTxDroppedField + 1;
+  static constexpr size_t kGroSegmentsField = kGroReceivesField + 1;
+  static constexpr size_t kGsoSendsField = kGroSegmentsField + 1;
+  static constexpr size_t kGsoSegmentsField = kGsoSendsField + 1;
   // Every appliance lost, SUMCAST_MPI_FAILOVER_FALLBACK=mpi: communicators that fell back to MPI,
   // the calls in flight then that MPI completed, and of them those completed from another
   // rank's copy of the result (this rank was one call behind).
-  static constexpr size_t kFallbackField = kTxDroppedField + 1;
+  static constexpr size_t kFallbackField = kGsoSegmentsField + 1;
   static constexpr size_t kFallbackCallsField = kFallbackField + 1;
   static constexpr size_t kFallbackCopiedField = kFallbackCallsField + 1;
   static constexpr size_t kFields = kFallbackCopiedField + 1;
@@ -75,6 +80,10 @@ class Stats {
     uint64_t rx_overflows = 0;
     uint64_t tx_refused = 0;  // EAGAIN + ENOBUFS
     uint64_t tx_dropped = 0;
+    uint64_t gro_receives = 0;
+    uint64_t gro_segments = 0;
+    uint64_t gso_sends = 0;
+    uint64_t gso_segments = 0;
   };
   void add_data_path(const DataPath& d);
   void staged(uint64_t bytes_copied);

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# UDP GSO and GRO on the workers. GRO (sumcast-allreduce --udp-gro, on by default) with GRO on
+# every worker's link (ethtool): the worker sockets take coalesced buffers, whatever sends the
+# results. GSO (--udp-gso on): contributions leave in UDP_SEGMENT trains, segment k with IP ID k,
+# and sumcastd, which checks the ICRC on the IPv4 header it received, takes them. n = 4, fp32
+# 1M-element calls with --check, every link at MTU (the argument) 9000 (the appliance on net_pcap,
+# 4096-byte payloads) or 1500 (1024-byte payloads):
+#   1. sumcastd as the appliance: exact, no ICRC drop on either side;
+#   2. the same with --udp-gso on: exact, segmented sends counted, still no ICRC drop at sumcastd;
+#   3. sumcast-serve (a kernel-UDP aggregator) on an aggregation node: exact, no ICRC drop;
+#   4. the same with --udp-gro off: exact, nothing coalesced; UDP_GRO refused nowhere.
+# What the kernel coalesced is printed, and not required: on this bed it coalesces nothing.
+# sumcastd's results carry UDP checksum 0, which UDP GRO never merges, and a kernel sender's
+# datagrams cross the veths one at a time. The splitting of coalesced buffers is checked by the
+# unit tests (shim_udp_transport_test, UdpTransport.Gro*), where loopback delivers a segmented
+# send whole. Takes ~10 s.
+#
+# usage: gso_gro_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR SERVE MTU
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+SERVE=$5
+MTU=$6
+shift 6
+WORLD=4
+case "$MTU" in
+  9000) pmd=pcap ;;  # DPDK 22.11's net_af_packet takes no frame above 1518 bytes
+  1500) pmd=${IT_PMD:-} ;;
+  *) fail "MTU must be 9000 or 1500, got '$MTU'" ;;
+esac
+
+TB_MTU=$MTU  # also for the aggregation node added below
+IT_PMD=$pmd IT_JOB_TIMEOUT_MS=20000 it_begin "$WORLD"
+# GRO on every worker's link; UDP segmentation offload off, so the kernel cuts a worker's GSO
+# trains where they leave it, as for a NIC without USO (a veth would pass a train on whole, and the
+# appliance's PMD reads frames of at most one MTU).
+for ((i = 0; i < WORLD; i++)); do
+  tb_exec "w$i" ethtool -K "$TB_WORKER_IF" gro on tx-udp-segmentation off >/dev/null
+done
+[ "$(tb_exec w0 ethtool -k "$TB_WORKER_IF" | sed -n 's/^generic-receive-offload: //p')" = on ] ||
+  fail "w0's $TB_WORKER_IF did not take GRO on"
+it_start_appliance
+agg_ip="$TB_SUBNET.101"
+tb_add_node a1 "$agg_ip" || fail "aggregation node a1 did not come up"
+ip netns exec "$(tb_ns a1)" "$SERVE" --bind "$agg_ip" --token-file "$IT_WORK/token" --job-timeout-ms 20000 \
+  >"$IT_WORK/serve.log" 2>&1 &
+IT_EXTRA_PIDS+=($!)
+tb_wait_line "$IT_WORK/serve.log" "^sumcast-serve: ready" 20 "$!" || fail "sumcast-serve did not start"
+
+# sum TAG COUNTER: the counter summed over the ranks.
+sum() {
+  local i s=0
+  for ((i = 0; i < WORLD; i++)); do s=$((s + $(it_counter "$1" "$i" "$2"))); done
+  echo "$s"
+}
+# run TAG AGGREGATOR options...: one job on every rank, exact, no ICRC drop at any worker.
+run() {
+  local tag=$1 agg=$2 i
+  shift 2
+  for ((i = 0; i < WORLD; i++)); do
+    ip netns exec "$(tb_ns "w$i")" "$ALLREDUCE" --appliance "$agg:4790" --token-file "$IT_WORK/token" \
+      --job "$tag" --rank "$i" --world "$WORLD" --bind "${TB_WORKER_IP[$i]}" \
+      --check --counts 1M --iters 2 --warmup 1 "$@" >"$IT_WORK/$tag.r$i.log" 2>&1 &
+    IT_PIDS+=($!)
+  done
+  it_wait 60 || fail "$tag: no result within 60 s"
+  it_expect_exact "$tag" "$WORLD" 1
+  [ "$(sum "$tag" drop_bad_icrc)" = 0 ] || fail "$tag: the workers dropped $(sum "$tag" drop_bad_icrc) bad ICRCs"
+  [ "$(sum "$tag" gro_refused)" = 0 ] || fail "$tag: a worker's kernel refused UDP_GRO (this kernel has it)"
+  note "$tag: exact on $WORLD ranks, payload $(it_counter "$tag" 0 payload_bytes)," \
+    "rank 0 $(awk '$1 ~ /^[0-9]+$/ { bw = $6 } END { print bw }' "$IT_WORK/$tag.r0.log") GB/s; coalesced receives" \
+    "$(sum "$tag" gro_receives) holding $(sum "$tag" gro_segments) of $(sum "$tag" rx_packets) datagrams" \
+    "(printed, not required)"
+}
+
+run sumcastd "$TB_MGMT_IP"
+run sumcastd-gso "$TB_MGMT_IP" --udp-gso on
+note "sumcastd-gso: $(sum sumcastd-gso gso_sends) segmented sends carried $(sum sumcastd-gso gso_segments) of" \
+  "$(sum sumcastd-gso tx_packets) packets"
+[ "$(sum sumcastd-gso gso_segments)" -gt 0 ] || fail "sumcastd-gso: no segmented send with --udp-gso on"
+bad_icrc=$(it_stat drop_bad_icrc)
+[ "$bad_icrc" = 0 ] || fail "the appliance dropped $bad_icrc frames for a bad ICRC"
+run serve "$agg_ip"
+run serve-off "$agg_ip" --udp-gro off
+[ "$(sum serve-off gro_receives)" = 0 ] && [ "$(sum serve-off gro_segments)" = 0 ] ||
+  fail "serve-off: results coalesced with --udp-gro off"
+echo "PASS: MTU $MTU bed, $WORLD ranks exact with UDP GRO on (sumcastd, sumcast-serve) and off, and with" \
+  "UDP GSO toward sumcastd; no ICRC drop; coalescing not checked here (see above)"
