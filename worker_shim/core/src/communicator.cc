@@ -773,18 +773,20 @@ void Communicator::on_received(uint64_t now) {
 
 // `answered` just got its result: every chunk at least fast_retransmit_after before it that is
 // still unanswered and was last sent before `answered` is resent now, all holes at once; a hole
-// already resent only when `answered` went out a quarter RTT after that resend (see Fast
-// retransmission in the header). Only the slots of chunks [low, answered.g - k] are looked at,
+// already resent r times only when `answered` went out r smoothed RTTs after the last resend
+// (see Fast retransmission in the header). Only the slots of chunks [low, answered.g - k] are looked at,
 // each once: none while results come in order, at most the slot count.
 void Communicator::fast_retransmit(Appliance& a, const Slot& answered, uint64_t now) {
   const uint32_t k = config_.fast_retransmit_after;
   if (k == 0 || k >= a.slot_count || answered.g < a.low + k) return;
-  const uint64_t reorder_ns = a.have_rtt ? a.srtt_ns / 4 : 0;
+  const uint64_t srtt_ns = a.have_rtt ? a.srtt_ns : 0;
   const uint64_t span = std::min<uint64_t>(answered.g - k - a.low + 1, a.slot_count);
   for (uint64_t i = 0; i < span; ++i) {
     Slot& sl = a.slots[(a.low + i) % a.slot_count];
     if (!sl.busy || sl.held || sl.g + k > answered.g || sl.last_tx_seq >= answered.last_tx_seq) continue;
-    if (sl.retries != 0 && answered.sent_ns < sl.last_tx_ns + reorder_ns) continue;  // may still be on its way
+    // Resent already: more likely waiting for another rank's repair than lost again (n - 1 of
+    // the n contributions are others'), so again only on a chunk sent `retries` SRTTs after it.
+    if (sl.retries != 0 && answered.sent_ns < sl.last_tx_ns + srtt_ns * sl.retries) continue;
     if (config_.retries != 0 && sl.retries >= config_.retries) continue;           // its timer fails the call
     ++sl.retries;
     sl.fast_retried = true;

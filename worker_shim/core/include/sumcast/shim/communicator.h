@@ -37,13 +37,15 @@
 // contribution or result was lost (or reordered that far), so chunk g is resent at once instead
 // of after its RTO (>= rto_initial_us, 5 ms: at 1% loss on 8 ranks most rounds would wait for
 // one). Every hole is repaired so on the same result, not one per result. A chunk already resent
-// is resent again this way only on the answer to a chunk first sent a quarter of the smoothed RTT
-// after that resend (earlier ones may simply have overtaken its answer): so a lost retransmission
-// or a lost answer to it is repaired about one round trip later, not by its timer, and a hole is
-// resent at most about once per round trip. Every rank does so, and the appliance answers the
-// repeats of a completed round from its stored result. Per result, only the slots of the chunks
-// between the oldest unanswered one and that many before the answered one are looked at: none
-// while results come in order, at most S.
+// r times is resent this way again only on the answer to a chunk first sent r smoothed RTTs after
+// its last resend: so a lost retransmission or a lost answer to it is repaired about one round
+// trip later, not by its timer (whose RTO under loss and CPU contention grows to tens of ms),
+// while a hole that is another rank's lost contribution still being repaired (with n ranks far
+// more often the case than ours lost twice) is resent ever more rarely: every resend takes
+// uplink capacity from new chunks. Every rank does so, and the appliance
+// answers the repeats of a completed round from its stored result. Per result, only the slots of
+// the chunks between the oldest unanswered one and that many before the answered one are looked
+// at: none while results come in order, at most S.
 //
 // Congestion window. Of an appliance's S slots, at most `window` carry a chunk at once (S while
 // the fabric is calm). A RoCEv2 CNP from that appliance (it saw our contributions marked CE on
