@@ -215,6 +215,40 @@ TEST(CommunicatorFastRetransmit, LostContributionAndResultAreResentWithoutWaitin
   EXPECT_GE(service->engine_counters().retransmits_answered.load(), 1u);
 }
 
+// One rank loses a chunk's result and then the answer to that chunk's fast retransmission (the
+// chunk 3 after it was answered long before): the chunks sent after the retransmission and
+// answered first reveal the second loss, so the chunk is resent again without its timer, which
+// is longer than the test. Resending only the chunk exactly fast_retransmit_after before each
+// answered one left this hole to the timer: the call stalled until the service's job timeout.
+TEST(CommunicatorFastRetransmit, LostAnswerToAFastRetransmissionIsResentWithoutWaitingForTheTimer) {
+  constexpr int kWorld = 3;
+  embedded::ServiceOptions so;
+  so.job_timeout_ms = 3000;  // a hole left to the timer fails the job this soon
+  auto service = start_service(so);
+  ASSERT_TRUE(service);
+  ImpairmentCounters impairments;
+  const OneCall r = one_fp32_call(*service, "fast2", kWorld, size_t{1} << 16, 9, [&](int rank, CommConfig& c) {
+    c.slots = 32;                   // 256 chunks of 1 KiB over 32 slots: chunk 100 is slot 4, round 3
+    c.rto_initial_us = 60'000'000;  // a minute: the timers never fire within the test
+    c.rto_max_us = 60'000'000;
+    c.op_timeout_ms = 120'000;
+    Impairment imp;
+    if (rank == 2) {
+      imp.drop_rx_slot = 4;
+      imp.drop_rx_round = 3;
+      imp.drop_rx_round_times = 2;
+    }
+    c.wrap_transport = impair(imp, &impairments);
+  });
+  EXPECT_EQ(impairments.dropped_rx.load(), 2u);
+  for (int i = 0; i < kWorld; ++i) {
+    EXPECT_EQ(r.errors[static_cast<size_t>(i)], "") << "rank " << i;
+    EXPECT_EQ(r.stats[static_cast<size_t>(i)].retransmissions, 0u) << "rank " << i << ": a timer fired";
+  }
+  EXPECT_GE(r.stats[2].fast_retransmissions, 2u);
+  EXPECT_GE(service->engine_counters().retransmits_answered.load(), 2u);
+}
+
 // The same loss with fast retransmission off waits for the timer (the mechanism above is what
 // repaired it, not something else).
 TEST(CommunicatorFastRetransmit, OffLeavesTheLossToTheTimer) {

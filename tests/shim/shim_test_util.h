@@ -246,6 +246,11 @@ struct Impairment {
   // are discarded (one deterministic loss each; UINT64_MAX: none).
   uint64_t drop_tx_at = UINT64_MAX;
   uint64_t drop_rx_at = UINT64_MAX;
+  // The first drop_rx_round_times results for slot drop_rx_slot, round drop_rx_round (the job's
+  // numbering) are discarded: a result lost, then the answer to its retransmission too.
+  uint32_t drop_rx_slot = 0;
+  uint32_t drop_rx_round = 0;
+  uint32_t drop_rx_round_times = 0;
   // After this many packets handed to send(), every later one is discarded (a worker that stops
   // sending); `on_blackhole` runs once when that starts.
   uint64_t blackhole_after = UINT64_MAX;
@@ -340,7 +345,12 @@ class ImpairedTransport final : public ForwardingTransport {
     std::vector<Received> got(out.begin(), out.begin() + static_cast<long>(n));
     size_t k = 0;
     for (const Received& r : got) {
-      const bool drop_this = r.hdr.type == wire::MsgType::kResult && results_seen_++ == imp_.drop_rx_at;
+      bool drop_this = r.hdr.type == wire::MsgType::kResult && results_seen_++ == imp_.drop_rx_at;
+      if (r.hdr.type == wire::MsgType::kResult && r.hdr.slot == imp_.drop_rx_slot && r.hdr.round == imp_.drop_rx_round &&
+          round_drops_ < imp_.drop_rx_round_times) {
+        ++round_drops_;
+        drop_this = true;
+      }
       if (drop_this || (r.hdr.type == wire::MsgType::kResult && uniform_(rng_) < imp_.recv_loss)) {
         counters_->dropped_rx++;
         continue;
@@ -364,6 +374,7 @@ class ImpairedTransport final : public ForwardingTransport {
   std::vector<uint32_t> held_peer_;
   uint64_t sent_ = 0;
   uint64_t results_seen_ = 0;
+  uint32_t round_drops_ = 0;
   bool blackholed_ = false;
 };
 

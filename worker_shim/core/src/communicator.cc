@@ -773,24 +773,34 @@ void Communicator::on_received(uint64_t now) {
   }
 }
 
-// `answered` just got its result: the chunk fast_retransmit_after before it, if still unanswered
-// and last sent before `answered` was, is resent now (see Fast retransmission in the header).
+// `answered` just got its result: every chunk at least fast_retransmit_after before it that is
+// still unanswered and was last sent before `answered` is resent now, all holes at once; a hole
+// already resent r times only when `answered` went out r smoothed RTTs after the last resend
+// (see Fast retransmission in the header). Only the slots of chunks [low, answered.g - k] are looked at,
+// each once: none while results come in order, at most the slot count.
 void Communicator::fast_retransmit(Appliance& a, const Slot& answered, uint64_t now) {
   const uint32_t k = config_.fast_retransmit_after;
-  if (k == 0 || k >= a.slot_count || answered.g < k) return;
-  const uint64_t g = answered.g - k;
-  Slot& sl = a.slots[g % a.slot_count];
-  if (!sl.busy || sl.held || sl.g != g || sl.last_tx_seq >= answered.last_tx_seq) return;
-  if (config_.retries != 0 && sl.retries >= config_.retries) return;  // its timer fails the call
-  ++sl.retries;
-  sl.fast_retried = true;
-  ++stats_.fast_retransmissions;
-  sl.last_tx_ns = now;
-  sl.last_tx_seq = ++a.tx_seq;
-  sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
-  next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
-  tx_.push_back({a.peer, sl.pkt, sl.len});
-  if (tx_.size() >= kTxFlushAt) flush_tx();
+  if (k == 0 || k >= a.slot_count || answered.g < a.low + k) return;
+  const uint64_t srtt_ns = a.have_rtt ? a.srtt_ns : 0;
+  const uint64_t span = std::min<uint64_t>(answered.g - k - a.low + 1, a.slot_count);
+  for (uint64_t i = 0; i < span; ++i) {
+    Slot& sl = a.slots[(a.low + i) % a.slot_count];
+    if (!sl.busy || sl.held || sl.g + k > answered.g || sl.last_tx_seq >= answered.last_tx_seq) continue;
+    // Resent already: more likely waiting for another rank's repair than lost again (n - 1 of
+    // the n contributions are others'), so again only on a chunk sent `retries` SRTTs after it.
+    if (sl.retries != 0 && answered.sent_ns < sl.last_tx_ns + srtt_ns * sl.retries) continue;
+    if (config_.retries != 0 && sl.retries >= config_.retries) continue;           // its timer fails the call
+    ++sl.retries;
+    sl.fast_retried = true;
+    ++stats_.fast_retransmissions;
+    sl.last_tx_ns = now;
+    sl.last_tx_seq = ++a.tx_seq;
+    sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
+    next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
+    tx_.push_back({a.peer, sl.pkt, sl.len});
+    if (tx_.size() >= kTxFlushAt) flush_tx();
+    if (!failed_.ok()) return;
+  }
 }
 
 void Communicator::update_rto(Appliance& a, uint64_t sample_ns) {

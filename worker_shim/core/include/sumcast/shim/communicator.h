@@ -32,12 +32,20 @@
 // probe, and the other expired timers just back off, so a stall does not turn into a window's
 // worth of useless retransmissions, and the round every rank waits for is always resent.
 // Fast retransmission. A chunk's result can only come after every rank's contribution to it, and
-// every rank sends its chunks in order: when the result of chunk g + fast_retransmit_after arrives
-// while chunk g (sent before it) is still unanswered, chunk g's contribution or result was lost
-// (or reordered that far), so chunk g is resent at once, once per transmission, instead of after
-// its RTO (>= rto_initial_us, 5 ms: at 1% loss on 8 ranks most rounds would wait for one). Every
-// rank does so, and the appliance answers the repeats of a completed round from its stored result.
-// One check per result (the chunk that many before it), so the cost is flat in the window size.
+// every rank sends its chunks in order: when the result of chunk g + fast_retransmit_after (or of
+// any later chunk) arrives while chunk g, last sent before it, is still unanswered, chunk g's
+// contribution or result was lost (or reordered that far), so chunk g is resent at once instead
+// of after its RTO (>= rto_initial_us, 5 ms: at 1% loss on 8 ranks most rounds would wait for
+// one). Every hole is repaired so on the same result, not one per result. A chunk already resent
+// r times is resent this way again only on the answer to a chunk first sent r smoothed RTTs after
+// its last resend: so a lost retransmission or a lost answer to it is repaired about one round
+// trip later, not by its timer (whose RTO under loss and CPU contention grows to tens of ms),
+// while a hole that is another rank's lost contribution still being repaired (with n ranks far
+// more often the case than ours lost twice) is resent ever more rarely: every resend takes
+// uplink capacity from new chunks. Every rank does so, and the appliance
+// answers the repeats of a completed round from its stored result. Per result, only the slots of
+// the chunks between the oldest unanswered one and that many before the answered one are looked
+// at: none while results come in order, at most S.
 //
 // Congestion window. Of an appliance's S slots, at most `window` carry a chunk at once (S while
 // the fabric is calm). A RoCEv2 CNP from that appliance (it saw our contributions marked CE on
@@ -131,7 +139,7 @@ struct CommConfig {
   uint32_t rto_initial_us = 5000;        // first retransmission timeout of a chunk (5 ms suits loopback/veth)
   uint32_t rto_max_us = 200000;          // back-off cap
   uint32_t retries = 100;                // retransmissions per chunk before failing; 0: unlimited
-  uint32_t fast_retransmit_after = 3;    // resend a chunk at once when the one this many after it is answered; 0: off
+  uint32_t fast_retransmit_after = 3;    // resend a chunk at once when one this many or more after it is answered; 0: off
   uint32_t op_timeout_ms = 30000;        // no result for this long while chunks are outstanding fails; 0: none
   uint32_t connect_timeout_ms = 10000;   // TCP connect + authentication, per appliance
   uint32_t register_timeout_ms = 60000;  // waiting for all ranks to register, per appliance
