@@ -346,8 +346,8 @@ class ImpairedTransport final : public ForwardingTransport {
     size_t k = 0;
     for (const Received& r : got) {
       bool drop_this = r.hdr.type == wire::MsgType::kResult && results_seen_++ == imp_.drop_rx_at;
-      if (r.hdr.type == wire::MsgType::kResult && r.hdr.slot == imp_.drop_rx_slot && r.hdr.round == imp_.drop_rx_round &&
-          round_drops_ < imp_.drop_rx_round_times) {
+      if (r.hdr.type == wire::MsgType::kResult && r.hdr.slot == imp_.drop_rx_slot &&
+          r.hdr.round == imp_.drop_rx_round && round_drops_ < imp_.drop_rx_round_times) {
         ++round_drops_;
         drop_this = true;
       }

@@ -789,7 +789,7 @@ void Communicator::fast_retransmit(Appliance& a, const Slot& answered, uint64_t 
     // Resent already: more likely waiting for another rank's repair than lost again (n - 1 of
     // the n contributions are others'), so again only on a chunk sent `retries` SRTTs after it.
     if (sl.retries != 0 && answered.sent_ns < sl.last_tx_ns + srtt_ns * sl.retries) continue;
-    if (config_.retries != 0 && sl.retries >= config_.retries) continue;           // its timer fails the call
+    if (config_.retries != 0 && sl.retries >= config_.retries) continue;  // its timer fails the call
     ++sl.retries;
     sl.fast_retried = true;
     ++stats_.fast_retransmissions;

@@ -133,14 +133,14 @@ struct CommConfig {
   // payload_explicit false), the transport's path decides: UDP takes the largest RoCE payload
   // (4096, 2048, 1024, ...) whose datagram fits the path MTU toward the appliance (1024 at 1500).
   uint32_t payload_bytes = 1024;
-  uint16_t slots = 0;                    // window slots wanted per appliance; 0: the appliance's default
-  std::string bind_ip;                   // local IPv4; "": the address the kernel uses toward the first appliance
-  uint16_t udp_port = 0;                 // local UDP port; 0: ephemeral
-  uint32_t rto_initial_us = 5000;        // first retransmission timeout of a chunk (5 ms suits loopback/veth)
-  uint32_t rto_max_us = 200000;          // back-off cap
-  uint32_t retries = 100;                // retransmissions per chunk before failing; 0: unlimited
-  uint32_t fast_retransmit_after = 3;    // resend a chunk at once when one this many or more after it is answered; 0: off
-  uint32_t op_timeout_ms = 30000;        // no result for this long while chunks are outstanding fails; 0: none
+  uint16_t slots = 0;                  // window slots wanted per appliance; 0: the appliance's default
+  std::string bind_ip;                 // local IPv4; "": the address the kernel uses toward the first appliance
+  uint16_t udp_port = 0;               // local UDP port; 0: ephemeral
+  uint32_t rto_initial_us = 5000;      // first retransmission timeout of a chunk (5 ms suits loopback/veth)
+  uint32_t rto_max_us = 200000;        // back-off cap
+  uint32_t retries = 100;              // retransmissions per chunk before failing; 0: unlimited
+  uint32_t fast_retransmit_after = 3;  // resend a chunk at once when one this many or more after it is answered; 0: off
+  uint32_t op_timeout_ms = 30000;      // no result for this long while chunks are outstanding fails; 0: none
   uint32_t connect_timeout_ms = 10000;   // TCP connect + authentication, per appliance
   uint32_t register_timeout_ms = 60000;  // waiting for all ranks to register, per appliance
   bool verify_icrc = true;               // check the ICRC of every result and CNP (UDP transport)
