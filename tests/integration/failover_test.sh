@@ -11,6 +11,8 @@
 #   hostagg  SIGKILL sumcastd; its range moves to host 0's aggregator
 #   loss1    1% loss on every switch port (tb_loss 1), then SIGKILL sumcastd
 #   both     SIGKILL both: every rank exits 1, its error naming both aggregators
+#   (kill, hostagg and loss1 stop sumcastd first and kill it once frames wait unanswered at its
+#   port, so that the kill always finds chunks in flight)
 # Otherwise every rank exits 0 with every element right, printed the failover (the lost
 # aggregator, where its range went) and, summed over the ranks, replayed chunks.
 #
@@ -73,6 +75,14 @@ at=$(contributions)
 victim=$A0
 case $MODE in
   kill | hostagg | loss1)
+    # Frozen first and killed once frames reach it unanswered, so that some rank surely has chunks
+    # outstanding there: a kill that lands between two calls (the ranks waiting on the other
+    # aggregator's half) would leave nothing to replay.
+    app_rx() { tb_exec app cat "/sys/class/net/$TB_APP_DATA_IF/statistics/rx_packets"; }
+    kill -STOP "$IT_APP_PID"
+    rx_at_stop=$(app_rx)
+    frames_unanswered() { [ $(($(app_rx) - rx_at_stop)) -ge 8 ]; }
+    it_until 5 frames_unanswered || fail "no frame reached the frozen sumcastd within 5 s"
     disown "$IT_APP_PID"
     kill -KILL "$IT_APP_PID"
     ;;
