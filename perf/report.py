@@ -221,7 +221,7 @@ def cluster(path):
         data = json.load(f)
     rate = data.get("rate_mbit", 0)
     # Results from before the run recorded its MTU and payload were all at 1500 and 1 KiB.
-    links = f"MTU {data.get('mtu', 1500)}, {data.get('payload', 1024)} B payloads"
+    links = f"MTU {data.get('mtu', 1500)}, {data.get('payload', 1024)} B payloads, {data.get('slots', 64)} slots per job"
     if rate:
         print(f"All-reduce on the emulated cluster: every worker link tbf {rate} Mbit/s each way "
               f"(R = {rate / 8000:.4f} GB/s), appliance link n x R; sumcastd on net_{data.get('pmd', 'af_packet')}, "

@@ -256,7 +256,7 @@ tb_down() {
 }
 
 # tb_agg_conf FILE TOKEN_FILE [PMD] [extra dataplane settings]; TB_PORT_EXTRA: extra port settings
-# (on the routed bed: the subnet and the gateway or routes).
+# (on the routed bed: the subnet and the gateway or routes); TB_SLOTS: dataplane.slots_per_job (64).
 # Writes an agg.conf for sumcastd on this test bed's appliance data veth. PMD: af_packet (default),
 # af_xdp (with TB_XDP_PROG set: xdp_prog=$TB_XDP_PROG) or pcap (libpcap on the veth). The control
 # plane listens on the management address. port.mtu is TB_MTU, dataplane.max_payload_bytes the
@@ -292,7 +292,7 @@ port = {
 };
 dataplane = {
   worker_cores = 1;
-  slots_per_job = 64;
+  slots_per_job = ${TB_SLOTS:-64};
   max_payload_bytes = $payload;
   $extra
 };
