@@ -302,6 +302,7 @@ class Parser {
         bool_field("verify_icrc", &dp.verify_icrc),
         bool_field("multicast", &dp.multicast),
         ipv4_field("multicast_group", &dp.multicast_group, false),
+        bool_field("loss_notices", &dp.loss_notices),
         int_field("mbufs", &dp.mbufs, 1023, 1048575),
         {"idle_poll",
          [this, &dp](const Setting& s, const std::string& path) -> Status {

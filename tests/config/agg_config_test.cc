@@ -60,6 +60,7 @@ TEST(AggConfigParse, AlmostEmptyFileTakesEveryDefault) {
   EXPECT_TRUE(c.dataplane.verify_icrc);
   EXPECT_FALSE(c.dataplane.multicast);
   EXPECT_EQ(format_ipv4(c.dataplane.multicast_group), "239.255.77.0");
+  EXPECT_TRUE(c.dataplane.loss_notices);
   EXPECT_EQ(c.dataplane.mbufs, 16383u);
   EXPECT_EQ(c.control.listen_address, 0u);
   EXPECT_EQ(c.control.port, 4790);
@@ -113,6 +114,7 @@ dataplane = {
   verify_icrc = false;
   multicast = true;
   multicast_group = "239.1.2.0";
+  loss_notices = false;
   mbufs = 32767;
 };
 control = {
@@ -160,6 +162,7 @@ telemetry = {
   EXPECT_FALSE(c.dataplane.verify_icrc);
   EXPECT_TRUE(c.dataplane.multicast);
   EXPECT_EQ(c.dataplane.multicast_group, 0xEF010200u);
+  EXPECT_FALSE(c.dataplane.loss_notices);
   EXPECT_EQ(c.dataplane.mbufs, 32767u);
   EXPECT_EQ(c.control.listen_address, 0x7F000001u);
   EXPECT_EQ(c.control.port, 5000);

@@ -54,6 +54,7 @@ const std::vector<std::string> kAllKeys = {
     "dataplane.verify_icrc",
     "dataplane.multicast",
     "dataplane.multicast_group",
+    "dataplane.loss_notices",
     "dataplane.mbufs",
     "dataplane.idle_poll",
     "dataplane.idle_sleep_us",
@@ -160,6 +161,7 @@ TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
   EXPECT_EQ(c.dataplane.verify_icrc, defaults.dataplane.verify_icrc);
   EXPECT_EQ(c.dataplane.multicast, defaults.dataplane.multicast);
   EXPECT_EQ(c.dataplane.multicast_group, defaults.dataplane.multicast_group);
+  EXPECT_EQ(c.dataplane.loss_notices, defaults.dataplane.loss_notices);
   EXPECT_EQ(c.dataplane.mbufs, defaults.dataplane.mbufs);
   EXPECT_EQ(c.control.port, defaults.control.port);
   EXPECT_EQ(c.control.max_connections, defaults.control.max_connections);

@@ -82,6 +82,7 @@ wire::GrantMsg sample_grant() {
   g.udp_port = 4791;
   g.multicast = true;
   g.multicast_ip = 0xEFFF4D07;
+  g.loss_notices = true;
   g.core_qpns = {0x11, 0x22};
   return g;
 }
@@ -100,6 +101,7 @@ RegisterRequest sample_request() {
   r.endpoint.ip = 0x0A000105;
   r.endpoint.udp_port = 12345;
   r.endpoint.qpn = 0x00ABCD;
+  r.loss_notices = true;
   return r;
 }
 
@@ -202,6 +204,7 @@ TEST(ControlClient, RegisterSendsEveryFieldAndReturnsTheGrant) {
   EXPECT_EQ(seen.ip, req.endpoint.ip);
   EXPECT_EQ(seen.udp_port, req.endpoint.udp_port);
   EXPECT_EQ(seen.qpn, req.endpoint.qpn);
+  EXPECT_TRUE(seen.loss_notices);
   const wire::GrantMsg g = sample_grant();
   EXPECT_EQ(r->job_id, g.job_id);
   EXPECT_EQ(r->qkey, g.qkey);
@@ -213,6 +216,7 @@ TEST(ControlClient, RegisterSendsEveryFieldAndReturnsTheGrant) {
   EXPECT_EQ(r->core_qpns, g.core_qpns);
   EXPECT_EQ(r->multicast, g.multicast);
   EXPECT_EQ(r->multicast_ip, g.multicast_ip);
+  EXPECT_EQ(r->loss_notices, g.loss_notices);
 }
 
 // The non-blocking steps (what a failover drives from progress calls): connect, HELLO/AUTH_OK

@@ -210,6 +210,43 @@ TEST(ControlCodecLayout, MulticastWishIsRegisterByte27Bit1) {
   EXPECT_FALSE(plain.multicast) << "a registration without the bit keeps unicast results";
 }
 
+// Loss notices: REGISTER byte 27 bit 2 asks, GRANT byte 24 bit 2 grants; each alone and with the
+// other flags, both ways; a message without the bit is byte-identical to one from before it.
+TEST(ControlCodecLayout, LossNoticesAreRegisterByte27Bit2AndGrantByte24Bit2) {
+  RegisterMsg r = sample_register();
+  r.loss_notices = true;
+  const Bytes reg = enc(r);
+  EXPECT_EQ(reg[kControlHeaderLen + 27], 0x04);
+  r.deterministic = r.multicast = true;
+  EXPECT_EQ(enc(r)[kControlHeaderLen + 27], 0x07);
+  RegisterMsg rd;
+  ASSERT_EQ(decode(std::span<const uint8_t>(reg), &rd), ControlError::kOk);
+  EXPECT_TRUE(rd.loss_notices);
+  EXPECT_FALSE(rd.multicast);
+  EXPECT_FALSE(rd.deterministic);
+  RegisterMsg plain;
+  ASSERT_EQ(decode(std::span<const uint8_t>(enc(sample_register())), &plain), ControlError::kOk);
+  EXPECT_FALSE(plain.loss_notices);
+  EXPECT_EQ(enc(sample_register())[kControlHeaderLen + 27], 0x00);
+
+  GrantMsg g = sample_grant();
+  g.multicast = false;
+  g.loss_notices = true;
+  const Bytes grant = enc(g);
+  EXPECT_EQ(grant[kControlHeaderLen + 24], 0x04);
+  g.multicast = g.deterministic = true;
+  EXPECT_EQ(enc(g)[kControlHeaderLen + 24], 0x07);
+  GrantMsg gd;
+  ASSERT_EQ(decode(std::span<const uint8_t>(grant), &gd), ControlError::kOk);
+  EXPECT_TRUE(gd.loss_notices);
+  EXPECT_FALSE(gd.multicast);
+  EXPECT_FALSE(gd.deterministic);
+  g.loss_notices = false;
+  GrantMsg gn;
+  ASSERT_EQ(decode(std::span<const uint8_t>(enc(g)), &gn), ControlError::kOk);
+  EXPECT_FALSE(gn.loss_notices);
+}
+
 TEST(ControlCodecLayout, AbortMatchesTable) {
   const Bytes want = {0x53, 0x55, 0x4D, 0x43, 0x01, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00,
                       0x09, 0x00, 0x00, 0x00, 0x09, 0x01, 0x00, 0x00, 0x01, 't'};
@@ -417,13 +454,15 @@ TEST(ControlCodecReject, BodyFields) {
   EXPECT_EQ(dec(corrupt(reg, 5, {kReduceOpCount}), &r), ControlError::kBadOp);
   EXPECT_EQ(dec(corrupt(reg, 22, {0x01}), &r), ControlError::kBadQpn);
   EXPECT_EQ(dec(corrupt(reg, 26, {kMaxJobNameLen + 1}), &r), ControlError::kBadNameLength);
-  EXPECT_EQ(dec(corrupt(reg, 27, {0x04}), &r), ControlError::kBadReserved);  // bits 0, 1 are flags
+  EXPECT_EQ(dec(corrupt(reg, 27, {0x08}), &r), ControlError::kBadReserved);  // bits 0..2 are flags
+  EXPECT_EQ(dec(corrupt(reg, 27, {0x0F}), &r), ControlError::kBadReserved);
   EXPECT_EQ(dec(corrupt(reg, 27, {0x81}), &r), ControlError::kBadReserved);
 
   GrantMsg g;
   const Bytes grant = enc(sample_grant());
   EXPECT_EQ(dec(corrupt(grant, 0, {0, 0, 0, 0}), &g), ControlError::kBadJobId);
-  EXPECT_EQ(dec(corrupt(grant, 24, {0x04}), &g), ControlError::kBadReserved);  // bits 0, 1 are flags
+  EXPECT_EQ(dec(corrupt(grant, 24, {0x08}), &g), ControlError::kBadReserved);  // bits 0..2 are flags
+  EXPECT_EQ(dec(corrupt(grant, 24, {0x0F}), &g), ControlError::kBadReserved);
   EXPECT_EQ(dec(corrupt(grant, 24, {0x83}), &g), ControlError::kBadReserved);
   EXPECT_EQ(dec(corrupt(grant, 25, {0x01}), &g), ControlError::kBadReserved);
   EXPECT_EQ(dec(corrupt(grant, 26, {0, 0}), &g), ControlError::kBadQpnCount);

@@ -142,11 +142,12 @@ class ServerTest : public ::testing::Test {
   // Registers every rank of a job (each in its own thread, in rank order of arrival) and returns
   // the members with their grants checked OK.
   std::vector<Member> run_job(const std::string& name, uint16_t world, std::vector<JobGrant>* grants,
-                              bool multicast = false) {
+                              bool multicast = false, bool loss_notices = false) {
     std::vector<Member> members;
     for (uint16_t r = 0; r < world; ++r) {
       RegisterRequest req = request(name, world, r);
       req.multicast = multicast;
+      req.loss_notices = loss_notices;
       members.push_back(begin_register(req));
     }
     for (auto& m : members) {
@@ -317,6 +318,49 @@ TEST_F(ServerTest, MulticastIsPerJobAskedByTheRanksAndAllowedByTheAppliance) {
   EXPECT_NE(r.status().message().find("job_mismatch"), std::string::npos) << r.status().to_string();
   EXPECT_NE(r.status().message().find("multicast"), std::string::npos) << r.status().to_string();
   server_->stop();  // ends the pending registration (refused: shutting down) instead of its timeout
+}
+
+// Loss notices: granted (and installed) when the ranks ask and the appliance allows them, not when
+// they do not ask or it does not; ranks that disagree are refused.
+TEST_F(ServerTest, LossNoticesAreGrantedWhenTheRanksAskAndTheApplianceAllowsThem) {
+  ServerOptions o = options();
+  ASSERT_TRUE(o.loss_notices) << "on by default";
+  start(o);
+  std::vector<JobGrant> ga, gq;
+  auto asked = run_job("asks", 2, &ga, false, true);
+  auto quiet = run_job("quiet", 2, &gq, false, false);
+  ASSERT_EQ(ga.size(), 2u);
+  ASSERT_EQ(gq.size(), 2u);
+  for (const JobGrant& g : ga) EXPECT_TRUE(g.loss_notices);
+  for (const JobGrant& g : gq) EXPECT_FALSE(g.loss_notices);
+  const auto installs = sink_.installs();
+  ASSERT_EQ(installs.size(), 2u);
+  EXPECT_TRUE(installs[0].loss_notices);
+  EXPECT_FALSE(installs[1].loss_notices);
+
+  Member first = begin_register(request("mixed", 2, 0));  // does not ask
+  ASSERT_TRUE(wait_registered("mixed", 1));
+  auto c = connect();
+  RegisterRequest wants = request("mixed", 2, 1);
+  wants.loss_notices = true;
+  auto r = c->register_rank(wants, 5000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("job_mismatch"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("loss notices"), std::string::npos) << r.status().to_string();
+  server_->stop();
+}
+
+TEST_F(ServerTest, LossNoticesOffOnTheApplianceGrantsJobsWithoutThem) {
+  ServerOptions o = options();
+  o.loss_notices = false;
+  start(o);
+  std::vector<JobGrant> g;
+  auto m = run_job("asks", 2, &g, false, true);
+  ASSERT_EQ(g.size(), 2u);
+  for (const JobGrant& x : g) EXPECT_FALSE(x.loss_notices);
+  const auto installs = sink_.installs();
+  ASSERT_EQ(installs.size(), 1u);
+  EXPECT_FALSE(installs[0].loss_notices);
 }
 
 TEST_F(ServerTest, MulticastWishOnAnApplianceThatDoesNotAllowItGetsUnicast) {

@@ -1432,5 +1432,142 @@ TEST(EngineTest, PerMemberCeCountsStartFromZeroForEachJobOfAnyWorld) {
   EXPECT_EQ(e.progress()[0].ce_marked, 1u);
 }
 
+// ---- Loss notices (docs/protocol.md §7) ------------------------------------------------------
+
+// The loss notices among the frames `tx` holds, fully checked as frames to `rank` (any rank).
+std::vector<wire::ParsedPacket> notices_in(const MemoryTxSink& tx, const JobSpec& job, const EngineOptions& o) {
+  std::vector<wire::ParsedPacket> out;
+  for (const auto& f : tx.frames()) {
+    wire::ParsedPacket p;
+    if (parse_sent(f.bytes(), &p) != wire::ParseError::kOk || p.hdr.type != wire::MsgType::kLossNotice) continue;
+    EXPECT_LT(p.hdr.rank, job.members.size());
+    if (p.hdr.rank >= job.members.size()) continue;
+    check_sent_frame(f.bytes(), job, o, p.hdr.rank, wire::MsgType::kLossNotice);
+    EXPECT_EQ(f.len, wire::frame_len(0)) << "a notice has no payload";
+    EXPECT_EQ(p.payload_len, 0u);
+    EXPECT_EQ(p.hdr.flags, p.hdr.round & 1);
+    EXPECT_EQ(p.hdr.status, 0);
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Chunk j of a job of `slots` slots: slot j % S, round j / S, 4 elements at offset 4j.
+Chunk chunk_of(uint32_t j, uint16_t slots) {
+  return {static_cast<uint16_t>(j % slots), j / slots, 0, uint64_t{j} * 4, 4};
+}
+
+// 3 ranks, 8 slots, one core (d = 3): rank 1 skips chunk 1. When rank 1's chunk 4 is accepted,
+// rank 1 alone gets one notice naming chunk 1's open round; ranks 0 and 2 get none, and nothing
+// else draws one (chunk 1 + d of ranks 0 and 2, rank 1's other chunks, whose chunk - d is
+// complete or does not exist). Its resend completes the round.
+TEST(EngineTest, LossNoticeGoesOnlyToTheRankWhoseEarlierContributionIsMissing) {
+  const EngineOptions o = appliance();
+  Engine e(o);
+  MemoryTxSink tx;
+  JobSpec job = job_spec(31, Dtype::kFp32, ReduceOp::kSum, 3, 8);
+  job.loss_notices = true;
+  ASSERT_TRUE(e.add_job(job).ok());
+  for (uint32_t j = 0; j < 6; ++j) {
+    for (uint16_t r = 0; r < 3; ++r) {
+      if (r == 1 && j == 1) continue;
+      tx.clear();
+      feed(e, tx, contribution(job, o, r, chunk_of(j, 8)));
+      const auto n = notices_in(tx, job, o);
+      if (r == 1 && j == 4) {
+        ASSERT_EQ(n.size(), 1u) << "rank 1's chunk 4 passed its missing chunk 1";
+        EXPECT_EQ(n[0].hdr.rank, 1u);
+        EXPECT_EQ(n[0].hdr.slot, 1u);
+        EXPECT_EQ(n[0].hdr.round, 0u);
+        EXPECT_EQ(n[0].hdr.coll_seq, 0u);
+        EXPECT_EQ(n[0].hdr.elem_offset, 4u);
+        EXPECT_EQ(n[0].hdr.elem_count, 4u);
+        EXPECT_EQ(n[0].dst_ip, job.members[1].ip);
+      } else {
+        EXPECT_TRUE(n.empty()) << "rank " << r << " chunk " << j;
+      }
+    }
+  }
+  EXPECT_EQ(get(e.counters().loss_notices_sent), 1u);
+  const auto p = e.progress();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].loss_notices, 1u);
+  tx.clear();
+  feed(e, tx, contribution(job, o, 1, chunk_of(1, 8)));  // the resend the notice asks for
+  const auto results = collect(tx);
+  EXPECT_EQ(results.size(), 3u) << "chunk 1 completed, its result to every rank";
+  for (const auto& kv : results) EXPECT_EQ(payload_of(kv.second.pkt), expected(ReduceOp::kSum, 3, 1, 0, 4));
+  EXPECT_TRUE(notices_in(tx, job, o).empty());
+  EXPECT_EQ(total_drops(e), 0u);
+}
+
+// The same losses draw no notice from a job that was not granted them, nor from one with S <= d.
+TEST(EngineTest, NoLossNoticesWithoutTheGrantOrWithAtMostDSlots) {
+  for (const auto& [notices, slots] : {std::pair{false, uint16_t{8}}, std::pair{true, uint16_t{3}}}) {
+    SCOPED_TRACE(std::string(notices ? "granted" : "not granted") + ", " + std::to_string(slots) + " slots");
+    const EngineOptions o = appliance();
+    Engine e(o);
+    MemoryTxSink tx;
+    JobSpec job = job_spec(32, Dtype::kFp32, ReduceOp::kSum, 3, slots);
+    job.loss_notices = notices;
+    ASSERT_TRUE(e.add_job(job).ok());
+    for (uint32_t j = 0; j < slots; ++j) {  // chunk j + S would need chunk j's result
+      for (uint16_t r = 0; r < 3; ++r) {
+        if (r == 1 && j == 0) continue;
+        feed(e, tx, contribution(job, o, r, chunk_of(j, slots)));
+      }
+    }
+    EXPECT_TRUE(notices_in(tx, job, o).empty());
+    EXPECT_EQ(get(e.counters().loss_notices_sent), 0u);
+    EXPECT_EQ(get(e.counters().contributions), 3u * slots - 1);
+  }
+}
+
+// Two cores, so d = 4. Core 1 with 8 slots owns 1, 3, 5, 7: rank 1 skips chunk 3; its chunk 7
+// (slot 7 = 3 + d, this core's) draws the notice. With 7 slots (not a multiple of the core
+// count) chunk 8 is slot 1 of round 1, and chunk 8 - d = 4 is slot 4, core 0's: no notice, even
+// though slot 5 (which shares slot 4's local index on core 0, not here) has a round open without
+// rank 1 here; core 1 never reads state that is not its own.
+TEST(EngineTest, LossNoticesStayOnTheCoreThatOwnsBothSlots) {
+  const EngineOptions o = appliance(1, 2);
+  {
+    Engine e(o);
+    MemoryTxSink tx;
+    JobSpec job = job_spec(33, Dtype::kFp32, ReduceOp::kSum, 3, 8);
+    job.loss_notices = true;
+    ASSERT_TRUE(e.add_job(job).ok());
+    for (uint32_t j : {1u, 3u, 5u, 7u}) {
+      for (uint16_t r = 0; r < 3; ++r) {
+        if (r != 1 || j != 3) feed(e, tx, contribution(job, o, r, chunk_of(j, 8)));
+      }
+    }
+    const auto n = notices_in(tx, job, o);
+    ASSERT_EQ(n.size(), 1u);
+    EXPECT_EQ(n[0].hdr.rank, 1u);
+    EXPECT_EQ(n[0].hdr.slot, 3u);
+    EXPECT_EQ(n[0].hdr.round, 0u);
+    EXPECT_EQ(n[0].hdr.elem_offset, 12u);
+    EXPECT_EQ(n[0].src_qp, o.qpn) << "from the core that owns the slot";
+    EXPECT_EQ(get(e.counters().loss_notices_sent), 1u);
+  }
+  {
+    Engine e(o);
+    MemoryTxSink tx;
+    JobSpec job = job_spec(34, Dtype::kFp32, ReduceOp::kSum, 3, 7);
+    job.loss_notices = true;
+    ASSERT_TRUE(e.add_job(job).ok());
+    for (uint32_t j : {1u, 5u}) {
+      for (uint16_t r = 0; r < 3; ++r) {
+        if (r != 1 || j != 5) feed(e, tx, contribution(job, o, r, chunk_of(j, 7)));
+      }
+    }
+    feed(e, tx, contribution(job, o, 1, chunk_of(8, 7)));  // slot 1, round 1: opens it
+    EXPECT_EQ(get(e.counters().contributions), 6u);
+    EXPECT_TRUE(notices_in(tx, job, o).empty());
+    EXPECT_EQ(get(e.counters().loss_notices_sent), 0u);
+    EXPECT_EQ(total_drops(e), 0u);
+  }
+}
+
 }  // namespace
 }  // namespace sumcast::engine

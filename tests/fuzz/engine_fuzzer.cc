@@ -8,8 +8,8 @@
 //      each owned slot, every rank sends its chunk (integer-valued elements in [-8, 8], so every
 //      result is exact in every dtype), a round only after the slot's previous round is complete,
 //      as the slot protocol makes workers do. The first round may be 2^32 - 1 (rounds wrap).
-//   B  the fuzzer's own job: 3 ranks, 6 slots, dtype/op/payload limit/multicast chosen by the
-//      input. The fuzzer may forge anything for B (its members' addresses are no secret), to
+//   B  the fuzzer's own job: 3 ranks, 6 slots, dtype/op/payload limit/multicast/loss notices
+//      chosen by the input. The fuzzer may forge anything for B (its members' addresses are no secret), to
 //      explore the slot machine: duplicates, stale and future rounds, chunk mismatches, version
 //      bits, removal with an abort and re-registration.
 //
@@ -206,6 +206,7 @@ class Harness {
     b_.slot_count = kSlotsB;
     b_.max_payload_bytes = static_cast<uint16_t>(std::max<size_t>(8, ((sel_b >> 5) & 3) * 512));
     b_.multicast = (sel_b & 0x80) != 0;
+    b_.loss_notices = ((sel ^ sel_b) & 0x01) != 0;
     b_.mcast_ip = kGroupB;
     std::memcpy(b_.mcast_mac, kGroupMacB, 6);
     b_.first_round = sel & 0x60;
@@ -528,6 +529,12 @@ class Harness {
     SUMCAST_FUZZ_CHECK(h.dtype == b_.dtype && h.op == b_.op, "B frame with another dtype/op");
     if (h.type == wire::MsgType::kAbort) {
       SUMCAST_FUZZ_CHECK(removing_b && h.status != 0, "abort of B outside its removal");
+      return;
+    }
+    if (h.type == wire::MsgType::kLossNotice) {  // to the one rank whose contribution is missing
+      SUMCAST_FUZZ_CHECK(b_.loss_notices && !removing_b && h.rank != wire::kRankMulticast && p.payload_len == 0 &&
+                             (h.flags & 1) == (h.round & 1) && h.slot < kSlotsB && h.slot % kCoreCount == kCoreIndex,
+                         "malformed B loss notice (notices %d)", b_.loss_notices ? 1 : 0);
       return;
     }
     SUMCAST_FUZZ_CHECK(h.type == wire::MsgType::kResult && !removing_b, "B frame of type %u",

@@ -8,10 +8,12 @@
 # - veths (worker, switch and appliance sides): no rx/tx drop;
 # - appliance: no af_packet ring drop (kernel_ring_drops), imissed, rx_nombuf, oerrors, tx_refused;
 # - conservation: what the workers sent is what the appliance took (contributions, duplicates of
-#   open rounds, retransmissions it answered), and what it sent (results, answers) is what the
-#   workers received.
+#   open rounds, retransmissions it answered), and what it sent (results, answers, loss notices)
+#   is what the workers received.
 # So nearly every retransmission is a stall probe (a round waiting for a late rank or a descheduled
-# appliance: counted as such, bounded here) and none is a fast retransmission. A few may be
+# appliance: counted as such, bounded here) and none is a fast retransmission or a resend on a
+# loss notice (notices may come, for copies sent out of order, but none names a copy that left
+# before the chunk that drew it: nothing is lost or reordered here). A few may be
 # presumed lost without a loss: an answered stall probe counts as evidence against the chunks sent
 # before it once an RTO passed without their answers, which a stall longer than that on 2 busy
 # CPUs allows; at most 1 per 1000 chunks here (the loss inference that took an answered probe as
@@ -54,6 +56,7 @@ for ((i = 0; i < WORLD; i++)); do
   [ "$presumed" -le $((chunks / 1000)) ] ||
     fail "rank $i: $retx retransmissions, only $probes of them stall probes: $presumed losses presumed, none happened"
   [ "$(c fast_retransmissions)" = 0 ] || fail "rank $i: $(c fast_retransmissions) fast retransmissions"
+  [ "$(c notice_retransmissions)" = 0 ] || fail "rank $i: $(c notice_retransmissions) resends on loss notices"
   # Stall probes follow scheduling (2 busy CPUs): a few per call, never a window's worth per stall.
   [ "$probes" -le $((chunks / 100)) ] || fail "rank $i: $probes stall probes for $chunks chunks"
   sum_tx=$((sum_tx + $(c tx_packets)))
@@ -85,7 +88,7 @@ done
 took=$(($(st contributions) + $(st duplicates) + $(st retransmits_answered)))
 [ "$took" = "$sum_tx" ] ||
   fail "workers sent $sum_tx frames, the appliance took $took (contributions + duplicates + answered retransmissions)"
-sent=$(($(st results_sent) + $(st retransmits_answered)))
-[ "$sent" = "$sum_rx" ] || fail "the appliance sent $sent results and answers, the workers received $sum_rx"
+sent=$(($(st results_sent) + $(st retransmits_answered) + $(st loss_notices_sent)))
+[ "$sent" = "$sum_rx" ] || fail "the appliance sent $sent results, answers and loss notices, the workers received $sum_rx"
 echo "PASS: $WORLD ranks exact; $sum_tx frames up and $sum_rx down, each accounted for, none dropped;" \
   "retransmissions nearly all stall probes ($(st retransmits_answered) answered)"

@@ -14,6 +14,9 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
   s.passed(CallKind::kAllreduce, PassReason::kOp, 16, 7);
   s.add_data_path({.retransmissions = 3,
                    .stall_probes = 2,
+                   .fast_retransmissions = 11,
+                   .loss_notices = 6,
+                   .notice_retransmissions = 5,
                    .rx_overflows = 5,
                    .tx_refused = 7,
                    .tx_dropped = 1,
@@ -42,8 +45,13 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
   EXPECT_EQ(v[Stats::kGroSegmentsField], 30u);
   EXPECT_EQ(v[Stats::kGsoSendsField], 2u);
   EXPECT_EQ(v[Stats::kGsoSegmentsField], 9u);
+  EXPECT_EQ(v[Stats::kFastRetransmitField], 11u);
+  EXPECT_EQ(v[Stats::kLossNoticeField], 6u);
+  EXPECT_EQ(v[Stats::kNoticeRetransmitField], 5u);
   const std::string t = Stats::format(v, "rank 0");
-  EXPECT_NE(t.find("appliance retransmissions 3 (stall probes 2)"), std::string::npos) << t;
+  EXPECT_NE(t.find("appliance retransmissions 3 (stall probes 2), fast retransmissions 11, loss notices 6 (resends 5)"),
+            std::string::npos)
+      << t;
   EXPECT_NE(t.find("data path drops: socket receive overflows 5, sends refused 7, not sent 1; coalesced receives 4 (30 "
                    "datagrams), segmented sends 2 (9 packets)"),
             std::string::npos)

@@ -240,6 +240,7 @@ int main(void) {
   CHECK(cfg.cnp_reaction == 1 && cfg.window_cut_percent == 50 && cfg.window_step == 1);
   CHECK(cfg.window_cut_interval_us == 0 && cfg.busy_poll_us == 0);
   CHECK(cfg.udp_gro == 1 && cfg.udp_gso == 0);
+  CHECK(cfg.loss_notices == 1);
 
   /* Errors before any communicator exists go to sumcast_last_error(NULL). */
   sumcast_comm* comm = (sumcast_comm*)&cfg;

@@ -1,12 +1,15 @@
 // The communicator under impairment and failure, against the embedded service on loopback:
 // loss, duplication and reordering (a seeded decorator on every worker's transport) must not
 // change a single bit of the results; a worker that stops sending, or the service stopping, must
-// fail every pending call within the configured bound, and the service must free the job.
+// fail every pending call within the configured bound, and the service must free the job. Loss
+// notices: against a scripted appliance (the test plays rank 0's data path, the service only
+// registers the job), what a notice and a hole revealed by results make the rank resend, and when.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <future>
 #include <string>
@@ -26,7 +29,8 @@ using std::chrono::milliseconds;
 class LossyAllreduce : public ::testing::TestWithParam<double> {};
 
 // Loss (both directions), duplication and reordering at the given rate: results stay exact, the
-// workers retransmitted, and the engine saw duplicates or answered retransmissions.
+// workers retransmitted, the engine saw duplicates or answered retransmissions, and it sent loss
+// notices that reached the workers.
 TEST_P(LossyAllreduce, ResultsStayExactAndRetransmissionsRepairLoss) {
   const double p = GetParam();
   constexpr int kWorld = 4;
@@ -69,11 +73,12 @@ TEST_P(LossyAllreduce, ResultsStayExactAndRetransmissionsRepairLoss) {
     stats[static_cast<size_t>(rank)] = (*comm)->stats();
     done.arrive_and_wait();  // nobody leaves while another rank may still need an answer
   });
-  uint64_t retransmissions = 0;
+  uint64_t retransmissions = 0, notices = 0;
   for (int r = 0; r < kWorld; ++r) {
+    const CommStats& s = stats[static_cast<size_t>(r)];
     EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
-    retransmissions +=
-        stats[static_cast<size_t>(r)].retransmissions + stats[static_cast<size_t>(r)].fast_retransmissions;
+    retransmissions += s.retransmissions + s.fast_retransmissions + s.notice_retransmissions;
+    notices += s.loss_notices;
   }
   EXPECT_GT(impairments.dropped_tx.load(), 0u);
   EXPECT_GT(impairments.dropped_rx.load(), 0u);
@@ -81,6 +86,9 @@ TEST_P(LossyAllreduce, ResultsStayExactAndRetransmissionsRepairLoss) {
   const auto& ec = service->engine_counters();
   EXPECT_GT(ec.retransmits_answered.load() + ec.duplicates.load(), 0u);
   EXPECT_GT(ec.retransmits_answered.load(), 0u);  // lost results were re-sent from shadow copies
+  // Lost contributions drew loss notices (payload-less frames through the service's socket).
+  EXPECT_GT(ec.loss_notices_sent.load(), 0u);
+  EXPECT_GT(notices, 0u);
 }
 
 // Deterministic mode (docs/fidelity.md) end to end: non-integer bf16 inputs of mixed magnitudes,
@@ -187,32 +195,49 @@ OneCall one_fp32_call(const embedded::Service& service, const std::string& job, 
 // The lost result is well after the lost contribution's repair: an early one could be that very
 // chunk's result, which every rank has already fast-retransmitted (its third successor answered
 // while the appliance lacked rank 1's copy), and a chunk is fast-retransmitted once per
-// transmission, so only its timer could repair that (seen about once in 150 runs).
+// transmission, so only its timer could repair that (seen about once in 150 runs). Without loss
+// notices every rank resends the hole of rank 1's lost contribution; with them rank 1 resends it
+// (on its notice, or after the grace), and rank 2 its lost result after the grace.
 TEST(CommunicatorFastRetransmit, LostContributionAndResultAreResentWithoutWaitingForTheTimer) {
   constexpr int kWorld = 3;
   auto service = start_service();
   ASSERT_TRUE(service);
-  ImpairmentCounters impairments;
-  const OneCall r = one_fp32_call(*service, "fast", kWorld, size_t{1} << 16, 7, [&](int rank, CommConfig& c) {
-    c.slots = 32;                   // 256 chunks of 1 KiB over 32 slots
-    c.rto_initial_us = 60'000'000;  // a minute: the timers never fire within the test
-    c.rto_max_us = 60'000'000;
-    c.op_timeout_ms = 120'000;
-    Impairment imp;
-    if (rank == 1) imp.drop_tx_at = 5;
-    if (rank == 2) imp.drop_rx_at = 100;
-    c.wrap_transport = impair(imp, &impairments);
-  });
-  EXPECT_EQ(impairments.dropped_tx.load(), 1u);
-  EXPECT_EQ(impairments.dropped_rx.load(), 1u);
-  for (int i = 0; i < kWorld; ++i) {
-    const CommStats& s = r.stats[static_cast<size_t>(i)];
-    EXPECT_EQ(r.errors[static_cast<size_t>(i)], "") << "rank " << i;
-    EXPECT_EQ(s.retransmissions, 0u) << "rank " << i << ": a timer fired";
-    EXPECT_GE(s.fast_retransmissions, 1u) << "rank " << i;
+  for (const bool notices : {false, true}) {
+    SCOPED_TRACE(notices ? "loss notices" : "no loss notices");
+    const uint64_t answered_before = service->engine_counters().retransmits_answered.load();
+    ImpairmentCounters impairments;
+    const OneCall r = one_fp32_call(*service, notices ? "fast-notices" : "fast", kWorld, size_t{1} << 16, 7,
+                                    [&](int rank, CommConfig& c) {
+                                      c.slots = 32;                   // 256 chunks of 1 KiB over 32 slots
+                                      c.rto_initial_us = 60'000'000;  // a minute: no timer fires within the test
+                                      c.rto_max_us = 60'000'000;
+                                      c.op_timeout_ms = 120'000;
+                                      c.loss_notices = notices;
+                                      Impairment imp;
+                                      if (rank == 1) imp.drop_tx_at = 5;
+                                      if (rank == 2) imp.drop_rx_at = 100;
+                                      c.wrap_transport = impair(imp, &impairments);
+                                    });
+    EXPECT_EQ(impairments.dropped_tx.load(), 1u);
+    EXPECT_EQ(impairments.dropped_rx.load(), 1u);
+    for (int i = 0; i < kWorld; ++i) {
+      const CommStats& s = r.stats[static_cast<size_t>(i)];
+      EXPECT_EQ(r.errors[static_cast<size_t>(i)], "") << "rank " << i;
+      EXPECT_EQ(s.retransmissions, 0u) << "rank " << i << ": a timer fired";
+      if (!notices) {
+        EXPECT_GE(s.fast_retransmissions, 1u) << "rank " << i;
+      }
+    }
+    if (notices) {
+      // Only rank 1 can complete the round it lost its contribution to: on its notice, or after the
+      // grace (no notice when the other ranks' copies of that chunk arrived after rank 1's chunk
+      // 8, as can happen in the first window, which every rank sends at once when it starts).
+      EXPECT_GE(r.stats[1].notice_retransmissions + r.stats[1].fast_retransmissions, 1u) << "rank 1";
+      EXPECT_GE(r.stats[2].fast_retransmissions, 1u) << "rank 2's lost result";
+    }
+    // Rank 2's lost result was answered again from the round's stored result.
+    EXPECT_GE(service->engine_counters().retransmits_answered.load(), answered_before + 1);
   }
-  // Rank 2's lost result was answered again from the round's stored result.
-  EXPECT_GE(service->engine_counters().retransmits_answered.load(), 1u);
 }
 
 // One rank loses a chunk's result and then the answer to that chunk's fast retransmission (the
@@ -259,6 +284,7 @@ TEST(CommunicatorFastRetransmit, OffLeavesTheLossToTheTimer) {
   const OneCall r = one_fp32_call(*service, "slow", kWorld, size_t{1} << 14, 3, [&](int rank, CommConfig& c) {
     c.slots = 32;
     c.fast_retransmit_after = 0;
+    c.loss_notices = false;  // which would repair it too
     Impairment imp;
     if (rank == 1) imp.drop_tx_at = 5;
     c.wrap_transport = impair(imp, &impairments);
@@ -451,6 +477,243 @@ TEST(CommunicatorFailure, RetryBudgetExhaustionFailsTheCallNamingTheAppliance) {
   // possibly after the deaf rank gave up: wait, bounded.
   EXPECT_TRUE(wait_for([&] { return service->engine_counters().retransmits_answered.load() >= 1; }, milliseconds(5000)))
       << service->engine_counters().retransmits_answered.load() << " retransmissions answered, want >= 1";
+}
+
+// ---- Loss notices against a scripted appliance --------------------------------------------------
+
+// Rank 0's data path played by the test: the embedded service registers the job (and grants loss
+// notices when the ranks ask), but what rank 0 sends never reaches it; the test sees every
+// packet rank 0 sends and decides what rank 0 receives (results, loss notices), and when.
+struct Script {
+  struct Sent {
+    wire::SumcastHeader hdr;
+    std::vector<uint8_t> bytes;  // the packet as handed to send()
+    std::vector<uint8_t> payload;
+    Clock::time_point at;
+  };
+  std::vector<Sent> sent;
+  std::deque<Received> inbox;                 // what rank 0's next receive() returns
+  std::deque<std::vector<uint8_t>> payloads;  // the inbox results' payloads (stable addresses)
+
+  // The transmissions of (slot, round), in order.
+  std::vector<const Sent*> of(uint16_t slot, uint32_t round) const {
+    std::vector<const Sent*> out;
+    for (const Sent& s : sent) {
+      if (s.hdr.slot == slot && s.hdr.round == round) out.push_back(&s);
+    }
+    return out;
+  }
+  // Queues the result (the contribution's own payload: only rank 0's answer matters here) or a
+  // loss notice for what `s` carried, as the appliance would send them to rank 0.
+  void answer(const Sent& s) { deliver(s, wire::MsgType::kResult); }
+  void notify(const Sent& s) { deliver(s, wire::MsgType::kLossNotice); }
+
+ private:
+  void deliver(const Sent& s, wire::MsgType type) {
+    Received r;
+    r.peer = 0;
+    r.hdr = s.hdr;
+    r.hdr.type = type;
+    if (type == wire::MsgType::kResult) {
+      payloads.push_back(s.payload);
+      r.payload = payloads.back().data();
+      r.payload_len = static_cast<uint32_t>(payloads.back().size());
+    }
+    inbox.push_back(r);
+  }
+};
+
+class ScriptedAppliance final : public ForwardingTransport {
+ public:
+  ScriptedAppliance(std::unique_ptr<Transport> inner, Script* script)
+      : ForwardingTransport(std::move(inner)), s_(script) {}
+  Status send(std::span<const OutPacket> packets) override {
+    for (const OutPacket& p : packets) {
+      wire::ParsedPacket pp;
+      const wire::ParseError e = wire::parse_roce(std::span<const uint8_t>(p.data, p.len), &pp);
+      EXPECT_EQ(e, wire::ParseError::kOk) << "rank 0 sent a packet that does not parse";
+      if (e != wire::ParseError::kOk) continue;
+      s_->sent.push_back({pp.hdr, {p.data, p.data + p.len}, {pp.payload, pp.payload + pp.payload_len}, Clock::now()});
+    }
+    return {};
+  }
+  size_t receive(std::span<Received> out) override {
+    size_t n = 0;
+    for (; n < out.size() && !s_->inbox.empty(); ++n) {
+      out[n] = s_->inbox.front();
+      s_->inbox.pop_front();
+    }
+    return n;
+  }
+
+ private:
+  Script* s_;
+};
+
+// A job of two ranks, 8 slots of 1 KiB, timers far longer than the test, loss notices asked for
+// or not; rank 0's data path is `script`, and `body` drives rank 0 (rank 1 only registers).
+void with_scripted_rank0(const std::string& job, bool notices,
+                         const std::function<void(Communicator&, Script&)>& body) {
+  auto service = start_service();
+  ASSERT_TRUE(service);
+  Script script;
+  Barrier done(2);
+  run_ranks(2, [&](int rank) {
+    CommConfig c = base_config({service.get()}, job, static_cast<uint16_t>(rank), 2, wire::Dtype::kFp32);
+    c.slots = 8;
+    c.payload_bytes = 1024;
+    c.payload_explicit = true;
+    c.rto_initial_us = 60'000'000;  // a minute: no timer fires within the test
+    c.rto_max_us = 60'000'000;
+    c.op_timeout_ms = 120'000;
+    c.loss_notices = notices;
+    if (rank == 0) {
+      c.wrap_transport = [&script](std::unique_ptr<Transport> inner) {
+        return std::make_unique<ScriptedAppliance>(std::move(inner), &script);
+      };
+    }
+    auto comm = Communicator::create(c);
+    EXPECT_TRUE(comm.ok()) << comm.status().to_string();
+    if (comm.ok() && rank == 0) {
+      EXPECT_EQ((*comm)->appliances().at(0).grant.loss_notices, notices);
+      body(**comm, script);
+    }
+    done.arrive_and_wait();
+  });
+}
+
+// Calls test() on `id` (which must not finish) until `until` holds or `timeout` passed.
+bool drive(Communicator& comm, uint64_t id, const std::function<bool()>& until, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    if (until()) return true;
+    if (Clock::now() >= deadline) return false;
+    Status st;
+    if (comm.test(id, &st)) {
+      ADD_FAILURE() << "the call finished: " << st.to_string();
+      return false;
+    }
+  }
+}
+
+constexpr auto kRtt = milliseconds(50);  // the round trip the scripted appliance makes
+
+// Starts a call of 16 chunks (chunks 0..7 go out) and waits kRtt: results queued after that give
+// round-trip samples of at least kRtt.
+uint64_t start_sixteen_chunks(Communicator& comm, Script& script, std::vector<float>& buf) {
+  buf.assign(16 * 256, 1.0f);
+  auto id = comm.start_allreduce(buf.data(), buf.data(), buf.size());
+  EXPECT_TRUE(id.ok()) << id.status().to_string();
+  if (!id.ok()) return 0;
+  EXPECT_EQ(script.sent.size(), 8u);
+  const auto t0 = Clock::now();
+  drive(
+      comm, *id, [&] { return Clock::now() >= t0 + kRtt; }, kRtt * 2);
+  return *id;
+}
+
+// One progress step of rank 0: it takes what the script queued (the call must not finish).
+void step(Communicator& comm, uint64_t id) {
+  Status st;
+  EXPECT_FALSE(comm.test(id, &st)) << "the call finished: " << st.to_string();
+}
+
+// Answers chunks 1..7 (round 0 of slots 1..7), leaving chunk 0 a hole, and hands them over.
+void answer_all_but_chunk0(Communicator& comm, uint64_t id, Script& script) {
+  for (uint16_t slot = 1; slot < 8; ++slot) script.answer(*script.of(slot, 0).at(0));
+  step(comm, id);
+}
+
+// A loss notice for chunk g (drawn by this rank's chunk g + 3 arriving: one core, d = 3) makes the
+// rank resend exactly that contribution at once when its copy of chunk g left before chunk g + 3;
+// not when its latest copy left after it: a second notice for chunk 0 after its resend, and one
+// for chunk 8, which went out after chunk 11 (chunk 0's result came after chunk 3's).
+TEST(CommunicatorLossNotices, ANoticeResendsAContributionSentBeforeTheChunkThatDrewItAtOnce) {
+  with_scripted_rank0("notice", true, [](Communicator& comm, Script& script) {
+    std::vector<float> buf;
+    const uint64_t id = start_sixteen_chunks(comm, script, buf);
+    ASSERT_NE(id, 0u);
+    ASSERT_EQ(script.of(0, 0).size(), 1u);
+    script.notify(*script.of(0, 0)[0]);
+    step(comm, id);
+    auto chunk0 = script.of(0, 0);
+    ASSERT_EQ(chunk0.size(), 2u) << "the notice did not resend chunk 0 at once";
+    EXPECT_EQ(chunk0[1]->bytes, chunk0[0]->bytes) << "the resend is not the identical contribution";
+    EXPECT_EQ(script.sent.size(), 9u) << "only chunk 0 was resent";
+    CommStats s = comm.stats();
+    EXPECT_EQ(s.loss_notices, 1u);
+    EXPECT_EQ(s.notice_retransmissions, 1u);
+    EXPECT_EQ(s.fast_retransmissions, 0u);
+    EXPECT_EQ(s.retransmissions, 0u);
+
+    script.notify(*chunk0[0]);  // the resend left after chunk 3: it may be on its way
+    step(comm, id);
+    EXPECT_EQ(script.of(0, 0).size(), 2u) << "a notice older than the resend resent it again";
+
+    answer_all_but_chunk0(comm, id, script);  // chunks 9..15 go out
+    EXPECT_EQ(script.of(3, 1).size(), 1u) << "chunk 11";
+    script.answer(*chunk0[0]);  // now chunk 8, after chunk 11
+    step(comm, id);
+    ASSERT_EQ(script.of(0, 1).size(), 1u) << "chunk 8";
+    script.notify(*script.of(0, 1)[0]);  // drawn by chunk 11, which left before chunk 8
+    script.notify(*script.of(1, 1)[0]);  // chunk 9, drawn by chunk 12, which left after it
+    step(comm, id);
+    EXPECT_EQ(script.of(0, 1).size(), 1u) << "chunk 8 was resent on a notice its own order explains";
+    EXPECT_EQ(script.of(1, 1).size(), 2u) << "chunk 9 was not resent on its notice";
+    s = comm.stats();
+    EXPECT_EQ(s.results, 8u);
+    EXPECT_EQ(s.loss_notices, 4u);
+    EXPECT_EQ(s.notice_retransmissions, 2u);
+    EXPECT_EQ(s.fast_retransmissions, 0u) << "chunk 0's resend left after chunks 1..7: it was no hole";
+    EXPECT_EQ(s.transport.drops[static_cast<size_t>(DropReason::kBadType)], 0u);
+  });
+}
+
+// With notices granted, a hole that results reveal (chunk 0 unanswered while chunks 1..7 are
+// answered) is another rank's loss far more often than this rank's: it is not resent on the
+// results, only once it stayed unanswered for the grace (at least the smoothed RTT, here >= kRtt),
+// then by the timer path, exactly once, as the identical contribution.
+TEST(CommunicatorLossNotices, AHoleRevealedByResultsIsResentOnlyAfterTheRttGrace) {
+  with_scripted_rank0("grace", true, [](Communicator& comm, Script& script) {
+    std::vector<float> buf;
+    const uint64_t id = start_sixteen_chunks(comm, script, buf);
+    ASSERT_NE(id, 0u);
+    const auto revealed_by = Clock::now();
+    answer_all_but_chunk0(comm, id, script);
+    EXPECT_EQ(comm.stats().results, 7u);
+    EXPECT_EQ(script.of(0, 0).size(), 1u) << "resent on the results, before the grace";
+    EXPECT_EQ(script.sent.size(), 15u) << "chunks 9..15 follow their slots' results";
+    ASSERT_TRUE(drive(
+        comm, id, [&] { return script.of(0, 0).size() >= 2; }, milliseconds(5000)))
+        << "the hole was never resent";
+    const auto chunk0 = script.of(0, 0);
+    EXPECT_EQ(chunk0[1]->bytes, chunk0[0]->bytes);
+    EXPECT_GE(chunk0[1]->at - revealed_by, kRtt) << "resent within the grace";
+    const CommStats s = comm.stats();
+    EXPECT_EQ(s.fast_retransmissions, 1u);
+    EXPECT_EQ(s.retransmissions, 0u) << "a timer fired";
+    EXPECT_EQ(s.notice_retransmissions, 0u);
+  });
+}
+
+// Without the grant the rule is as before notices: the hole is resent on the result that reveals
+// it; and a message of type 4 from that appliance is an unknown type, dropped as bad_type.
+TEST(CommunicatorLossNotices, WithoutTheGrantHolesAreResentAtOnceAndNoticesAreBadType) {
+  with_scripted_rank0("nonotice", false, [](Communicator& comm, Script& script) {
+    std::vector<float> buf;
+    const uint64_t id = start_sixteen_chunks(comm, script, buf);
+    ASSERT_NE(id, 0u);
+    answer_all_but_chunk0(comm, id, script);
+    EXPECT_EQ(script.of(0, 0).size(), 2u) << "not resent at once on the revealing result";
+    EXPECT_EQ(comm.stats().fast_retransmissions, 1u);
+    script.notify(*script.of(0, 0)[0]);
+    step(comm, id);
+    EXPECT_EQ(script.of(0, 0).size(), 2u);
+    const CommStats s = comm.stats();
+    EXPECT_EQ(s.transport.drops[static_cast<size_t>(DropReason::kBadType)], 1u);
+    EXPECT_EQ(s.loss_notices, 0u);
+    EXPECT_EQ(s.notice_retransmissions, 0u);
+  });
 }
 
 }  // namespace

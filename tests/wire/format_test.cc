@@ -74,9 +74,29 @@ TEST(WireFormat, ValidityPredicatesStopAtTheLastEnumerator) {
     EXPECT_EQ(is_valid_dtype(b), v <= static_cast<int>(Dtype::kFp64)) << v;
     EXPECT_EQ(is_valid_op(b), v <= static_cast<int>(ReduceOp::kMax)) << v;
     EXPECT_EQ(is_valid_msg_type(b),
-              v >= static_cast<int>(MsgType::kContribution) && v <= static_cast<int>(MsgType::kAbort))
+              v >= static_cast<int>(MsgType::kContribution) && v <= static_cast<int>(MsgType::kLossNotice))
         << v;
   }
+}
+
+// d is the smallest multiple of the core count that is at least 3, and a job of at most d slots
+// gets no loss notices; only contributions and results carry elements.
+TEST(WireFormat, LossNoticeDistanceIsAMultipleOfTheCoresAtLeastThree) {
+  const uint32_t cases[][3] = {{1, 8, 3}, {2, 8, 4}, {3, 8, 3}, {4, 8, 4}, {5, 8, 5}, {8, 16, 8},
+                               {1, 3, 0}, {1, 4, 3}, {8, 8, 0}, {2, 4, 0}, {0, 8, 3}};
+  for (const auto& c : cases) {
+    EXPECT_EQ(loss_notice_distance(c[0], c[1]), c[2]) << c[0] << " cores, " << c[1] << " slots";
+  }
+  for (uint32_t cores = 1; cores <= 64; ++cores) {
+    const uint32_t d = loss_notice_distance(cores, 1000);
+    EXPECT_EQ(d % cores, 0u) << cores;
+    EXPECT_GE(d, kLossNoticeMinDistance) << cores;
+    EXPECT_LT(d - cores, kLossNoticeMinDistance) << cores << ": a smaller multiple would do";
+  }
+  EXPECT_TRUE(carries_payload(MsgType::kContribution));
+  EXPECT_TRUE(carries_payload(MsgType::kResult));
+  EXPECT_FALSE(carries_payload(MsgType::kAbort));
+  EXPECT_FALSE(carries_payload(MsgType::kLossNotice));
 }
 
 TEST(WireFormat, NamesAreDistinctAndKnown) {

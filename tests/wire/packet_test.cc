@@ -258,6 +258,26 @@ TEST(ParseFrame, AcceptsResultsAndPayloadlessAborts) {
   EXPECT_EQ(pp.payload_len, 0u);
 }
 
+// A loss notice names the open round's chunk (elem_count included) and carries no payload.
+TEST(ParseFrame, AcceptsPayloadlessLossNoticesThatNameAChunk) {
+  SumcastHeader n = test_header(Dtype::kFp16, 300);
+  n.type = MsgType::kLossNotice;
+  n.slot = 5;
+  n.round = 7;
+  n.flags = kFlagSlotVersion;
+  n.elem_offset = 4096;
+  ParsedPacket pp;
+  auto f = build_frame(test_addressing(), n, {});
+  ASSERT_EQ(name_of(parse(f, &pp)), "ok");
+  EXPECT_EQ(pp.hdr.type, MsgType::kLossNotice);
+  EXPECT_EQ(pp.hdr.elem_count, 300u);
+  EXPECT_EQ(pp.hdr.slot, 5u);
+  EXPECT_EQ(pp.hdr.round, 7u);
+  EXPECT_EQ(pp.hdr.elem_offset, 4096u);
+  EXPECT_EQ(pp.payload_len, 0u);
+  EXPECT_EQ(f.size(), frame_len(0));
+}
+
 TEST(ParseFrame, PsnAndQpnsAreTwentyFourBits) {
   Addressing a = test_addressing();
   a.psn = 0xFE123456;
@@ -468,7 +488,7 @@ std::vector<Crafted> crafted_cases() {
       {"version 2", [](auto& f) { set_sumcast(f, 0, 2); }, "bad_version"},
       {"version 255", [](auto& f) { set_sumcast(f, 0, 255); }, "bad_version"},
       {"type 0", [](auto& f) { set_sumcast(f, 1, 0); }, "bad_type"},
-      {"type 4", [](auto& f) { set_sumcast(f, 1, 4); }, "bad_type"},
+      {"type 5", [](auto& f) { set_sumcast(f, 1, 5); }, "bad_type"},
       {"type 255", [](auto& f) { set_sumcast(f, 1, 255); }, "bad_type"},
       {"dtype 5", [](auto& f) { set_sumcast(f, 2, 5); }, "bad_dtype"},
       {"dtype 255", [](auto& f) { set_sumcast(f, 2, 255); }, "bad_dtype"},
@@ -478,6 +498,7 @@ std::vector<Crafted> crafted_cases() {
       {"count one less than payload", [](auto& f) { set_sumcast(f, 21, 7); }, "bad_length"},
       {"count 0 with payload", [](auto& f) { set_sumcast(f, 21, 0); }, "bad_length"},
       {"abort with payload (count 8)", [](auto& f) { set_sumcast(f, 1, 3); }, "bad_length"},
+      {"loss notice with payload (count 8)", [](auto& f) { set_sumcast(f, 1, 4); }, "bad_length"},
       {"abort with payload (count 0)",
        [](auto& f) {
          set_sumcast(f, 1, 3);

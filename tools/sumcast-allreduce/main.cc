@@ -102,6 +102,7 @@ struct Options {
   uint32_t dscp = 0;           // --dscp: DSCP of contributions
   bool ecn = false;            // --ecn: mark contributions ECT(0)
   bool cnp_reaction = true;    // --cnp-reaction on|off
+  bool loss_notices = true;    // --loss-notices on|off
   uint32_t window_cut = 50;    // --window-cut PERCENT
   uint32_t window_step = 1;    // --window-step N
   uint32_t window_cut_us = 0;  // --window-cut-interval-us U
@@ -307,6 +308,12 @@ int parse_args(int argc, char** argv, Options* o) {
   app.add_option_function<std::string>(
          "--cnp-reaction", [o](const std::string& v) { o->cnp_reaction = v == "on"; },
          "udp: cut the window on a CNP or a CE-marked result (default on)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->type_name("on|off");
+  app.add_option_function<std::string>(
+         "--loss-notices", [o](const std::string& v) { o->loss_notices = v == "on"; },
+         "ask the appliances to tell a rank of its lost contributions (default on; off for an appliance that "
+         "predates them, which refuses the registration otherwise)")
       ->check(CLI::IsMember({"on", "off"}))
       ->type_name("on|off");
   app.add_option("--window-cut", o->window_cut, "a CNP leaves PCT% of the window")
@@ -947,6 +954,7 @@ int main(int argc, char** argv) {
   base.dscp = static_cast<uint8_t>(o.dscp);
   base.ecn = o.ecn;
   base.cnp_reaction = o.cnp_reaction;
+  base.loss_notices = o.loss_notices;
   base.window_cut_percent = o.window_cut;
   base.window_step = o.window_step;
   base.window_cut_interval_us = o.window_cut_us;

@@ -108,6 +108,11 @@ void JobRegistry::on_register(uint64_t conn_id, const w::RegisterMsg& m) {
                     who + (m.multicast ? " asks for" : " does not ask for") +
                         " results by multicast; the job's other ranks " + (job->multicast_wanted ? "do" : "do not"));
     }
+    if (job->notices_wanted != m.loss_notices) {
+      return refuse(conn_id, RefuseCode::kJobMismatch,
+                    who + (m.loss_notices ? " asks for" : " does not ask for") +
+                        " loss notices; the job's other ranks " + (job->notices_wanted ? "do" : "do not"));
+    }
     if (job->world_size != m.world_size || job->dtype != m.dtype || job->op != m.op) {
       return refuse(conn_id, RefuseCode::kJobMismatch,
                     who + " asks for world size " + std::to_string(m.world_size) + ", " + w::dtype_name(m.dtype) +
@@ -130,6 +135,7 @@ void JobRegistry::on_register(uint64_t conn_id, const w::RegisterMsg& m) {
     j.op = m.op;
     j.deterministic = m.deterministic;
     j.multicast_wanted = m.multicast;
+    j.notices_wanted = m.loss_notices;
     j.members.resize(m.world_size);
     j.first_registration = now;
     job = &jobs_.emplace(j.key, std::move(j)).first->second;
@@ -202,6 +208,7 @@ void JobRegistry::start_job(Job& job) {
   spec.dtype = job.dtype;
   spec.op = job.op;
   spec.deterministic = job.deterministic;
+  spec.loss_notices = job.notices_wanted && opt_.loss_notices;
   spec.slot_count = 0xFFFF;
   spec.max_payload_bytes = 0xFFFF;
   for (const Member& mem : job.members) {
@@ -245,6 +252,7 @@ void JobRegistry::start_job(Job& job) {
   g.udp_port = w::kRoceUdpPort;
   g.multicast = spec.multicast;
   g.deterministic = spec.deterministic;
+  g.loss_notices = spec.loss_notices;
   g.multicast_ip = spec.mcast_ip;
   g.core_qpns = opt_.core_qpns;
   for (Member& mem : job.members) {

@@ -301,6 +301,7 @@ Status Appliance::start_control(std::string token) {
   for (uint32_t i = 0; i < n; ++i) so.core_qpns.push_back(kCoreQpnBase + i);
   so.next_hops = neighbours_.get();
   so.multicast = cfg.dataplane.multicast;
+  so.loss_notices = cfg.dataplane.loss_notices;
   if (so.multicast) so.multicast_base_ip = cfg.dataplane.multicast_group;
   server_ = std::make_unique<control::Server>(std::move(so), sink_.get());
   const Status st = server_->start();

@@ -360,6 +360,7 @@ Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
   so.data_ip = ip;
   so.core_qpns = {kCoreQpn};
   so.multicast = o.multicast;
+  so.loss_notices = o.loss_notices;
   if (o.multicast) {
     const std::optional<uint32_t> group = parse_ipv4(o.multicast_group);
     if (!group || (*group >> 28) != 0xE) {

@@ -105,10 +105,11 @@ struct Job {
   uint32_t shift = 0x80000000u;   // x^0
   uint8_t* slots = nullptr;
   uint8_t* acc = nullptr;
-  uint8_t* shadow = nullptr;   // nullptr: the accumulator is the result
-  bool deterministic = false;  // JobSpec::deterministic: payloads staged, summed in rank order
-  size_t stage_stride = 0;     // bytes per rank's staged payload
-  uint8_t* stage = nullptr;    // deterministic only: [local][rank] payloads of the open round
+  uint8_t* shadow = nullptr;     // nullptr: the accumulator is the result
+  bool deterministic = false;    // JobSpec::deterministic: payloads staged, summed in rank order
+  uint32_t notice_distance = 0;  // JobSpec::loss_notices: d (wire::loss_notice_distance); 0: no notices
+  size_t stage_stride = 0;       // bytes per rank's staged payload
+  uint8_t* stage = nullptr;      // deterministic only: [local][rank] payloads of the open round
   kernels::LoadFn load = nullptr;
   kernels::AccumulateFn accumulate = nullptr;
   kernels::FinishFn finish = nullptr;
@@ -144,6 +145,7 @@ struct ProgressEntry {
   std::atomic<uint64_t> unicast_answers{0};  // stored results re-sent to one member
   std::atomic<uint64_t> ce_marked{0};        // contributions that arrived marked CE
   std::atomic<uint64_t> cnps_sent{0};        // CNPs sent for them
+  std::atomic<uint64_t> loss_notices{0};     // loss notices sent to its members
   // Per member: CE-marked contributions, `members` entries of `member_ce` (the job's world). The
   // array only grows (a larger world gets a new one) and lives as long as the engine, so a reader
   // on another thread never holds freed memory; `member_cap` is the lcore's own.
@@ -253,6 +255,7 @@ struct Engine::Impl {
   void classify(const PacketView& f, Pending& c);
   void apply(Pending& c, TxSink& tx);
   void contribute(Pending& c, TxSink& tx);
+  void notice_loss(const Job& j, const wire::SumcastHeader& h, TxSink& tx);
   void complete(Job& j, uint32_t local, uint16_t slot, unsigned parity, Version& v, TxSink& tx);
   static void sum_staged(const Job& j, uint32_t local, unsigned parity, size_t elems);
   wire::Addressing addressing(const Job& j, uint16_t rank) const;
@@ -498,6 +501,7 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
       word |= bit;
       bump(counters.contributions);
       bump(counters.payload_bytes, c.pkt.payload_len);
+      if (j.notice_distance != 0) notice_loss(j, h, tx);
       if (++v.count == j.world) complete(j, c.local, h.slot, p, v, tx);
       return;
     }
@@ -541,10 +545,51 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
     }
     bump(counters.contributions);
     bump(counters.payload_bytes, c.pkt.payload_len);
+    if (j.notice_distance != 0) notice_loss(j, h, tx);
     if (j.world == 1) complete(j, c.local, h.slot, p, v, tx);
     return;
   }
   drop(DropReason::kStaleRound);
+}
+
+// Rank h.rank's contribution to chunk j = h.round * S + h.slot was just accepted. Ranks send their
+// chunks in order (but around a hole), so when chunk j - d's round is open here without that
+// rank's contribution, it was lost (or, the worker tells, is still on its way): the rank alone is
+// told (a loss notice: the open round's header, no payload), so that it resends at once while
+// the ranks that did contribute need not (docs/protocol.md §7). d is a
+// multiple of the core count: slot (h.slot - d) mod S is this core's unless the subtraction wraps
+// and S is not a multiple of the core count (then no notice: the worker's own rules repair it).
+void Engine::Impl::notice_loss(const Job& j, const wire::SumcastHeader& h, TxSink& tx) {
+  const uint32_t d = j.notice_distance;
+  uint32_t slot = h.slot;
+  uint32_t round = h.round;
+  if (slot >= d) {
+    slot -= d;
+  } else {
+    slot += j.slot_count - d;
+    round -= 1;  // round 0's predecessor is the version that starts idle: no notice
+    if (cores != 1 && slot % cores != opt.core_index) return;
+  }
+  const uint32_t local = cores == 1 ? slot : slot / cores;
+  const unsigned p = round & 1;
+  const Version& v = j.versions(local)[p];
+  if (v.round != round || v.state != VersionState::kOpen) return;
+  if ((j.bitmap(local, p)[h.rank >> 6] >> (h.rank & 63) & 1) != 0) return;
+  wire::SumcastHeader n;
+  n.type = wire::MsgType::kLossNotice;
+  n.dtype = j.dtype;
+  n.op = j.op;
+  n.job_id = j.job_id;
+  n.slot = static_cast<uint16_t>(slot);
+  n.round = round;
+  n.coll_seq = v.coll_seq;
+  n.elem_count = v.elem_count;
+  n.flags = static_cast<uint8_t>(round & 1);
+  n.elem_offset = v.elem_offset;
+  if (emit(j, n, nullptr, 0, h.rank, tx)) {
+    bump(counters.loss_notices_sent);
+    bump(progress[j.index].loss_notices);
+  }
 }
 
 // Deterministic jobs: the accumulator becomes ((x_0 op x_1) op x_2) ... op x_{world-1}, with the
@@ -873,6 +918,7 @@ Status Engine::add_job(const JobSpec& spec) {
   j.acc = j.slots + slots_bytes;
   j.shadow = shadow_stride != 0 ? j.acc + acc_bytes : nullptr;
   j.deterministic = spec.deterministic;
+  j.notice_distance = spec.loss_notices ? wire::loss_notice_distance(cores, spec.slot_count) : 0;
   j.stage_stride = stage_stride;
   j.stage = spec.deterministic ? j.acc + acc_bytes + shadow_bytes : nullptr;
   j.last_cnp = reinterpret_cast<uint64_t*>(j.acc + acc_bytes + shadow_bytes + stage_bytes);
@@ -927,6 +973,7 @@ Status Engine::add_job(const JobSpec& spec) {
   pe.unicast_answers.store(0, std::memory_order_relaxed);
   pe.ce_marked.store(0, std::memory_order_relaxed);
   pe.cnps_sent.store(0, std::memory_order_relaxed);
+  pe.loss_notices.store(0, std::memory_order_relaxed);
   pe.key.store(kActiveBit | spec.job_id, std::memory_order_release);
   ++m.active_jobs;
   bump(m.counters.jobs_active);
@@ -1032,7 +1079,8 @@ std::vector<JobProgress> Engine::progress() const {
     const uint64_t completed = e.completed.load(std::memory_order_acquire);
     out.push_back({static_cast<uint32_t>(key), completed, e.opened.load(std::memory_order_acquire),
                    e.group_frames.load(std::memory_order_relaxed), e.unicast_answers.load(std::memory_order_relaxed),
-                   e.ce_marked.load(std::memory_order_relaxed), e.cnps_sent.load(std::memory_order_relaxed)});
+                   e.ce_marked.load(std::memory_order_relaxed), e.cnps_sent.load(std::memory_order_relaxed),
+                   e.loss_notices.load(std::memory_order_relaxed)});
   }
   return out;
 }

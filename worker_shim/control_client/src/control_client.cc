@@ -229,6 +229,7 @@ Result<JobGrant> ControlClient::Impl::grant_reply(const Incoming& m) {
       out_grant.core_qpns = std::move(g.core_qpns);
       out_grant.multicast = g.multicast;
       out_grant.deterministic = g.deterministic;
+      out_grant.loss_notices = g.loss_notices;
       out_grant.multicast_ip = g.multicast_ip;
       job_id = g.job_id;
       phase = Phase::kInJob;
@@ -347,6 +348,7 @@ Status ControlClient::start_register(const RegisterRequest& req) {
   m.name = req.job_name;
   m.deterministic = req.deterministic;
   m.multicast = req.multicast;
+  m.loss_notices = req.loss_notices;
   s.registering = "rank " + std::to_string(req.rank) + " of job '" + req.job_name + "'";
   s.phase = Impl::Phase::kRegistering;
   return s.queue_msg(m);

@@ -134,6 +134,7 @@ void sumcast_config_init(sumcast_config* config) {
   config->busy_poll_us = defaults.busy_poll_us;
   config->udp_gro = defaults.udp_gro ? 1 : 0;
   config->udp_gso = defaults.udp_gso ? 1 : 0;
+  config->loss_notices = defaults.loss_notices ? 1 : 0;
 }
 
 sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** comm) {
@@ -213,6 +214,7 @@ sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** 
     cc.busy_poll_us = c.busy_poll_us;
     cc.udp_gro = c.udp_gro != 0;
     cc.udp_gso = c.udp_gso != 0;
+    cc.loss_notices = c.loss_notices != 0;
     auto created = sumcast::shim::Communicator::create(cc);
     if (!created.ok()) {
       t_create_error = created.status().message();

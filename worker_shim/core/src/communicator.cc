@@ -83,13 +83,17 @@ struct Communicator::Slot {
   Op* op = nullptr;
   uint8_t* pkt = nullptr;  // packet bytes kept for retransmission
   uint32_t len = 0;
-  uint64_t sent_ns = 0;      // first transmission (RTT sample when no retransmission happened)
-  uint64_t last_tx_ns = 0;   // latest transmission
-  uint64_t last_tx_seq = 0;  // ... its place in the appliance's order of transmissions
+  uint64_t sent_ns = 0;       // first transmission (RTT sample when no retransmission happened)
+  uint64_t last_tx_ns = 0;    // latest transmission
+  uint64_t last_tx_seq = 0;   // ... its place in the appliance's order of transmissions
+  uint64_t first_tx_seq = 0;  // the first transmission's place in that order
   uint64_t deadline_ns = 0;
   uint32_t rto_us = 0;
   uint32_t retries = 0;
-  bool fast_retried = false;  // the latest transmission was a fast retransmission
+  bool fast_retried = false;  // the latest transmission was a fast retransmission or a loss notice's
+  // With loss notices: when results first showed this transmission unanswered (0: not yet); it is
+  // resent when that is a grace ago (see Loss notices in the header).
+  uint64_t revealed_ns = 0;
   // The last two rounds' packets (by round parity): the last completed round's stays while the
   // next one is outstanding, so that it can be replayed to a new home (see Failover).
   uint8_t* pkt_buf[2] = {nullptr, nullptr};
@@ -150,6 +154,11 @@ struct Communicator::Appliance {
   uint64_t low = 0;                // the smallest chunk index not answered yet
   std::vector<uint64_t> deferred;  // min-heap of chunks whose slot is free, held back by the window
 
+  // Whether this appliance sends loss notices to this job (granted, and more slots than d).
+  bool sends_notices() const {
+    return grant.loss_notices &&
+           wire::loss_notice_distance(static_cast<uint32_t>(grant.core_qpns.size()), slot_count) != 0;
+  }
   // Whether chunk g's result arrived: its slot moved past it, or holds it completed.
   bool answered(uint64_t g) const {
     const Slot& sl = slots[g % slot_count];
@@ -409,6 +418,7 @@ Status Communicator::begin_register(Appliance& a, const std::string& job_name, u
   req.endpoint = transport_->local_endpoint();
   req.deterministic = c.deterministic;
   req.multicast = c.multicast;
+  req.loss_notices = c.loss_notices;
   a.join.timeout_ms = timeout_ms;
   a.join.requested = false;
   a.join.deadline_ns = now_ns() + uint64_t{c.connect_timeout_ms} * 1'000'000;
@@ -612,10 +622,11 @@ void Communicator::send_first(Appliance& a, Slot& sl, uint64_t now) {
   ++a.busy;
   sl.retries = 0;
   sl.fast_retried = false;
+  sl.revealed_ns = 0;
   sl.rto_us = a.rto_us;
   sl.sent_ns = now;
   sl.last_tx_ns = now;
-  sl.last_tx_seq = ++a.tx_seq;
+  sl.last_tx_seq = sl.first_tx_seq = ++a.tx_seq;
   sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
   next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
   tx_.push_back({a.peer, sl.pkt, sl.len});
@@ -693,6 +704,14 @@ void Communicator::on_received(uint64_t now) {
         on_lost(static_cast<size_t>(ai), std::move(st),
                 r.hdr.status == static_cast<uint8_t>(wire::AbortReason::kMemberLeft));
         if (!failed_.ok()) return;
+        continue;
+      }
+      if (r.hdr.type == wire::MsgType::kLossNotice) {
+        if (a.grant.loss_notices) {
+          on_loss_notice(a, r.hdr, now);
+        } else {  // not granted: an appliance that never sends them, so a type unknown here
+          ++comm_drops_[static_cast<size_t>(DropReason::kBadType)];
+        }
         continue;
       }
       if (r.hdr.slot >= a.slot_count) {
@@ -782,6 +801,8 @@ void Communicator::fast_retransmit(Appliance& a, const Slot& answered, uint64_t 
   const uint32_t k = config_.fast_retransmit_after;
   if (k == 0 || k >= a.slot_count || answered.g < a.low + k) return;
   const uint64_t srtt_ns = a.have_rtt ? a.srtt_ns : 0;
+  const bool notices = a.sends_notices();
+  const uint64_t grace_ns = notices ? notice_grace_ns(a) : 0;
   const uint64_t span = std::min<uint64_t>(answered.g - k - a.low + 1, a.slot_count);
   for (uint64_t i = 0; i < span; ++i) {
     Slot& sl = a.slots[(a.low + i) % a.slot_count];
@@ -790,17 +811,65 @@ void Communicator::fast_retransmit(Appliance& a, const Slot& answered, uint64_t 
     // the n contributions are others'), so again only on a chunk sent `retries` SRTTs after it.
     if (sl.retries != 0 && answered.sent_ns < sl.last_tx_ns + srtt_ns * sl.retries) continue;
     if (config_.retries != 0 && sl.retries >= config_.retries) continue;  // its timer fails the call
-    ++sl.retries;
-    sl.fast_retried = true;
+    if (notices) {  // most holes are other ranks' losses, which their notices repair: wait a grace
+      if (sl.revealed_ns == 0) {
+        sl.revealed_ns = now;
+        next_deadline_ns_ = std::min(next_deadline_ns_, now + grace_ns);  // check_timers resends then
+      }
+      if (now < sl.revealed_ns + grace_ns) continue;
+    }
     ++stats_.fast_retransmissions;
-    sl.last_tx_ns = now;
-    sl.last_tx_seq = ++a.tx_seq;
-    sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
-    next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
-    tx_.push_back({a.peer, sl.pkt, sl.len});
-    if (tx_.size() >= kTxFlushAt) flush_tx();
+    resend_early(a, sl, now);
     if (!failed_.ok()) return;
   }
+}
+
+// Resends what `sl` carries before its timer (a fast retransmission or a loss notice's).
+void Communicator::resend_early(Appliance& a, Slot& sl, uint64_t now) {
+  ++sl.retries;
+  sl.fast_retried = true;
+  sl.revealed_ns = 0;
+  sl.last_tx_ns = now;
+  sl.last_tx_seq = ++a.tx_seq;
+  sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
+  next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
+  tx_.push_back({a.peer, sl.pkt, sl.len});
+  if (tx_.size() >= kTxFlushAt) flush_tx();
+}
+
+// How long a hole that results revealed waits, with loss notices, before this rank resends it:
+// one round trip for another rank's repair to come back, and two mean deviations for the spread
+// of round trips (see Loss notices in the header). Results reveal holes only after RTT samples.
+uint64_t Communicator::notice_grace_ns(const Appliance& a) const {
+  return a.have_rtt ? a.srtt_ns + 2 * a.rttvar_ns : uint64_t{config_.rto_initial_us} * 1000;
+}
+
+// A loss notice from `a` (docs/protocol.md §7): the appliance lacks this rank's contribution to
+// chunk g, the round it names, while this rank's chunk g + d arrived. Resent at once if the slot
+// still carries that round unanswered and this rank's latest copy of chunk g left before chunk
+// g + d first did: then that copy was lost. A copy that left after it may still be on its way:
+// a resend, or a first transmission out of order (results that come back out of order, a hole's
+// successors first, let a rank send g + d before g, and a faster rank may open g's round before
+// this rank's copy arrives); the grace covers it should it be lost. A notice for a round already
+// answered, or not sent yet (this rank missed the result of the slot's previous round), is stale.
+void Communicator::on_loss_notice(Appliance& a, const wire::SumcastHeader& h, uint64_t now) {
+  ++stats_.loss_notices;
+  if (h.slot >= a.slot_count) {
+    ++comm_drops_[static_cast<size_t>(DropReason::kBadSlot)];
+    return;
+  }
+  Slot& sl = a.slots[h.slot];
+  if (!sl.busy || sl.held || h.round + a.round_base[h.slot] != sl.round) return;
+  if (h.coll_seq != sl.coll_seq || h.elem_offset != sl.elem_offset || h.elem_count != sl.elem_count) {
+    ++comm_drops_[static_cast<size_t>(DropReason::kChunkMismatch)];
+    return;
+  }
+  const uint32_t d = wire::loss_notice_distance(static_cast<uint32_t>(a.grant.core_qpns.size()), a.slot_count);
+  const Slot& later = a.slots[(sl.g + d) % a.slot_count];  // the slot of chunk g + d, whose arrival drew it
+  if (d == 0 || later.g != sl.g + d || sl.last_tx_seq > later.first_tx_seq) return;
+  if (config_.retries != 0 && sl.retries >= config_.retries) return;  // its timer fails the call
+  ++stats_.notice_retransmissions;
+  resend_early(a, sl, now);
 }
 
 void Communicator::update_rto(Appliance& a, uint64_t sample_ns) {
@@ -867,6 +936,21 @@ void Communicator::check_timers(uint64_t now) {
         next = std::min(next, a.next_liveness_ns);
       } else if (a.probe_slot >= 0) {
         next = std::min(next, quiet_since + after / 4);
+      }
+    }
+    // Loss notices: holes that results revealed a grace ago and that no repair has answered since.
+    if (a.sends_notices()) {
+      const uint64_t grace_ns = notice_grace_ns(a);
+      for (Slot& sl : a.slots) {
+        if (!sl.busy || sl.held || sl.revealed_ns == 0) continue;
+        if (now < sl.revealed_ns + grace_ns) {
+          next = std::min(next, sl.revealed_ns + grace_ns);
+          continue;
+        }
+        if (config_.retries != 0 && sl.retries >= config_.retries) continue;  // its timer fails the call
+        ++stats_.fast_retransmissions;
+        resend_early(a, sl, now);
+        if (!failed_.ok()) return;
       }
     }
     // An expired chunk is presumed lost only when a chunk sent after it was answered. Otherwise
@@ -1500,6 +1584,8 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"chunks", s.chunks},
       {"retransmissions", s.retransmissions},
       {"fast_retransmissions", s.fast_retransmissions},
+      {"loss_notices", s.loss_notices},
+      {"notice_retransmissions", s.notice_retransmissions},
       {"silent_backoffs", s.silent_backoffs},
       {"stall_probes", s.stall_probes},
       {"spurious_retransmissions", s.spurious_retransmissions},
@@ -1535,6 +1621,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"multicast", static_cast<uint64_t>(std::count_if(infos_.begin(), infos_.end(),
                                                         [](const ApplianceInfo& i) { return i.grant.multicast; }))},
       {"rx_aborts", s.transport.aborts},
+      {"rx_loss_notices", s.transport.loss_notices},
       {"failovers", s.failovers},
       {"replayed_chunks", s.replayed_chunks},
       {"replayed_completed", s.replayed_completed},

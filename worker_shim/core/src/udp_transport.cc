@@ -608,8 +608,13 @@ bool UdpTransport::accept(const Datagram& d, Received* r) {
     return false;
   }
   bool ce = false;
-  if (pp.hdr.type == wire::MsgType::kResult) {
-    if (group ? pp.hdr.rank != wire::kRankMulticast : (pp.hdr.rank != ps.rank && pp.hdr.rank != wire::kRankMulticast)) {
+  const bool notice = pp.hdr.type == wire::MsgType::kLossNotice;
+  if (pp.hdr.type == wire::MsgType::kResult || notice) {
+    // A loss notice goes to one rank, never to the group.
+    const bool ours = notice  ? !group && pp.hdr.rank == ps.rank
+                      : group ? pp.hdr.rank == wire::kRankMulticast
+                              : pp.hdr.rank == ps.rank || pp.hdr.rank == wire::kRankMulticast;
+    if (!ours) {
       drop(DropReason::kBadRank);
       return false;
     }
@@ -621,10 +626,14 @@ bool UdpTransport::accept(const Datagram& d, Received* r) {
       drop(DropReason::kOpMismatch);
       return false;
     }
-    ++counters_.results;
-    if (group) ++counters_.group_results;
-    ce = d.ecn == kEcnCe;
-    if (ce) ++counters_.ce_results;
+    if (notice) {
+      ++counters_.loss_notices;
+    } else {
+      ++counters_.results;
+      if (group) ++counters_.group_results;
+      ce = d.ecn == kEcnCe;
+      if (ce) ++counters_.ce_results;
+    }
   } else {
     ++counters_.aborts;
   }

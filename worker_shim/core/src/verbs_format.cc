@@ -72,7 +72,7 @@ wire::ParseError parse_message(std::span<const uint8_t> msg, wire::SumcastHeader
   *hdr = wire::decode_sumcast_header(h);
   const size_t len = msg.size() - wire::kSumcastHeaderLen;
   const uint64_t want = uint64_t{hdr->elem_count} * wire::dtype_size(hdr->dtype);
-  if (hdr->type == wire::MsgType::kAbort ? len != 0 : len != want) return wire::ParseError::kBadLength;
+  if (wire::carries_payload(hdr->type) ? len != want : len != 0) return wire::ParseError::kBadLength;
   if (len > wire::kMaxPayloadBytes) return wire::ParseError::kBadLength;
   if (hdr->elem_offset > wire::kMaxElementIndex || hdr->elem_offset + hdr->elem_count > wire::kMaxElementIndex) {
     return wire::ParseError::kBadRange;

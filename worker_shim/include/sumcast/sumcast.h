@@ -54,8 +54,8 @@ extern "C" {
 
 #define SUMCAST_API_VERSION_MAJOR 1
 /* Minor versions: 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group;
-   3: .failover*; 4: .cnp_reaction, .window_*, .busy_poll_us, .udp_gro, .udp_gso. */
-#define SUMCAST_API_VERSION_MINOR 4
+   3: .failover*; 4: .cnp_reaction, .window_*, .busy_poll_us, .udp_gro, .udp_gso; 5: .loss_notices. */
+#define SUMCAST_API_VERSION_MINOR 5
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
 typedef enum sumcast_result {
@@ -165,6 +165,11 @@ typedef struct sumcast_config {
                                       trains (segment k carries IP ID k, docs/protocol.md §2.2);
                                       only when every aggregator of the job is a sumcastd, whose
                                       ICRC check sees the real header; default 0 */
+  /* API 1.5. Loss notices (docs/protocol.md §7): nonzero (default 1) asks the appliances to tell
+     this rank when its contribution to a chunk is missing, which it then resends at once, while
+     a loss that is another rank's is left to that rank's notice for about a round trip. The same
+     on every rank. An appliance that predates loss notices refuses the registration: set 0 for one. */
+  uint32_t loss_notices;
 } sumcast_config;
 
 typedef struct sumcast_comm sumcast_comm;

@@ -252,6 +252,7 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.payload_explicit = config_.payload_explicit;
   cc.slots = static_cast<uint16_t>(config_.slots);
   cc.multicast = config_.multicast;
+  cc.loss_notices = config_.loss_notices;
   cc.bind_ip = bind_ip_;
   cc.rto_initial_us = config_.rto_us;
   cc.busy_poll_us = config_.busy_poll_us;
@@ -564,6 +565,9 @@ void Runtime::teardown_jobs(CommState& st) {
     const shim::CommStats cs = job->comm->stats();
     stats_.add_data_path({.retransmissions = cs.retransmissions,
                           .stall_probes = cs.stall_probes,
+                          .fast_retransmissions = cs.fast_retransmissions,
+                          .loss_notices = cs.loss_notices,
+                          .notice_retransmissions = cs.notice_retransmissions,
                           .rx_overflows = cs.transport.rx_overflows,
                           .tx_refused = cs.transport.tx_eagain + cs.transport.tx_enobufs,
                           .tx_dropped = cs.transport.tx_dropped,

@@ -92,7 +92,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 33> kTable = {{
+constexpr std::array<EnvVar, 34> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -177,6 +177,11 @@ constexpr std::array<EnvVar, 33> kTable = {{
      "1 asks the appliances for results by IPv4 multicast (one frame per chunk to the job's group, joined on the "
      "data interface); an appliance that does not allow it sends one copy per rank",
      true, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.multicast = b; }); }},
+    {"SUMCAST_MPI_LOSS_NOTICES", EnvType::kBool, "1",
+     "1 asks the appliances to tell a rank of its lost contributions, which it resends at once, while the other "
+     "ranks leave that hole to it for about a round trip (docs/protocol.md §7); 0 for an appliance that "
+     "predates loss notices, which refuses the registration otherwise",
+     true, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.loss_notices = b; }); }},
     {"SUMCAST_MPI_RTO_US", EnvType::kUint, "5000", "first retransmission timeout of a packet, microseconds", false,
      [](MpiConfig& c, std::string_view v) { return set_u32(v, 100, 10'000'000, [&](uint32_t n) { c.rto_us = n; }); }},
     {"SUMCAST_MPI_BUSY_POLL_US", EnvType::kUint, "0",

@@ -76,6 +76,9 @@ void Stats::passed(CallKind kind, PassReason reason, uint64_t bytes, uint64_t ns
 void Stats::add_data_path(const DataPath& d) {
   f_[kRetransmitField].fetch_add(d.retransmissions, std::memory_order_relaxed);
   f_[kStallProbeField].fetch_add(d.stall_probes, std::memory_order_relaxed);
+  f_[kFastRetransmitField].fetch_add(d.fast_retransmissions, std::memory_order_relaxed);
+  f_[kLossNoticeField].fetch_add(d.loss_notices, std::memory_order_relaxed);
+  f_[kNoticeRetransmitField].fetch_add(d.notice_retransmissions, std::memory_order_relaxed);
   f_[kRxOverflowField].fetch_add(d.rx_overflows, std::memory_order_relaxed);
   f_[kTxRefusedField].fetch_add(d.tx_refused, std::memory_order_relaxed);
   f_[kTxDroppedField].fetch_add(d.tx_dropped, std::memory_order_relaxed);
@@ -125,7 +128,9 @@ std::string Stats::format(const Snapshot& s, const std::string& scope) {
            std::to_string(s[kReasonBase + static_cast<size_t>(r)]);
   }
   out += "\nsumcast-mpi:   intra-node calls " + std::to_string(s[kIntranodeField]) + ", appliance retransmissions " +
-         std::to_string(s[kRetransmitField]) + " (stall probes " + std::to_string(s[kStallProbeField]) + ")\n";
+         std::to_string(s[kRetransmitField]) + " (stall probes " + std::to_string(s[kStallProbeField]) +
+         "), fast retransmissions " + std::to_string(s[kFastRetransmitField]) + ", loss notices " +
+         std::to_string(s[kLossNoticeField]) + " (resends " + std::to_string(s[kNoticeRetransmitField]) + ")\n";
   out += "sumcast-mpi:   data path drops: socket receive overflows " + std::to_string(s[kRxOverflowField]) +
          ", sends refused " + std::to_string(s[kTxRefusedField]) + ", not sent " + std::to_string(s[kTxDroppedField]) +
          "; coalesced receives " + std::to_string(s[kGroReceivesField]) + " (" + std::to_string(s[kGroSegmentsField]) +

@@ -84,6 +84,7 @@ struct DataplaneConfig {
   bool multicast = false;   // dataplane.multicast: jobs that ask get results by IPv4 multicast (else per member)
   // dataplane.multicast_group: the first group, 239.255.77.0; job i's is base + i, i < max_jobs
   uint32_t multicast_group = 0xEFFF4D00;
+  bool loss_notices = true;      // dataplane.loss_notices: jobs that ask are told of their ranks' lost contributions
   uint32_t mbufs = 16383;        // dataplane.mbufs: mempool size, 1023..1048575
   bool idle_adaptive = false;    // dataplane.idle_poll: "busy" (false) or "adaptive"
   uint32_t idle_sleep_us = 100;  // dataplane.idle_sleep_us: longest idle sleep, 1..10000

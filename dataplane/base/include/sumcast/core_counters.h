@@ -22,7 +22,7 @@
 #define SUMCAST_ENGINE_COUNTERS(X)                                                                                   \
   X(rx_packets, kCounter, kAlways, "Frames received by the engine core.")                                           \
   X(rx_bytes, kCounter, kJsonOnly, "Bytes of frames received by the engine core.")                                  \
-  X(tx_packets, kCounter, kAlways, "Frames the engine core built and sent (results, retransmissions, aborts, ARP).") \
+  X(tx_packets, kCounter, kAlways, "Frames the engine core built and sent (results, retransmissions, aborts, loss notices, CNPs, ARP).") \
   X(tx_bytes, kCounter, kJsonOnly, "Bytes of frames the engine core sent.")                                         \
   X(contributions, kCounter, kAlways, "Contributions accepted and summed.")                                         \
   X(payload_bytes, kCounter, kAlways, "Gradient bytes summed.")                                                     \
@@ -37,6 +37,8 @@
     "ARP replies to the data address and announcements handed to the neighbour resolver.")                          \
   X(ce_marked, kCounter, kJsonOnly, "Contributions that arrived marked CE (congestion experienced).")                 \
   X(cnps_sent, kCounter, kJsonOnly, "RoCEv2 CNPs sent to senders of CE-marked contributions.")                 \
+  X(loss_notices_sent, kCounter, kJsonOnly,                                                                          \
+    "Loss notices sent: a rank's later chunk arrived while its contribution to an open round was missing.")         \
   X(jobs_active, kGauge, kAlways, "Jobs installed on the engine core.")
 
 // Counted by the port layer around the engine (PortCounters fields), after the drop reasons.

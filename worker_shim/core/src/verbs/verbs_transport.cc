@@ -504,9 +504,9 @@ size_t VerbsTransport::receive(std::span<Received> out) {
       why = DropReason::kUnknownJob;
     } else if (h.type == wire::MsgType::kContribution) {
       why = DropReason::kNotResult;
-    } else if (h.type == wire::MsgType::kResult) {
+    } else if (h.type == wire::MsgType::kResult || h.type == wire::MsgType::kLossNotice) {
       const PeerSpec& ps = s.peers[static_cast<size_t>(peer)].spec;
-      if (h.rank != ps.rank && h.rank != wire::kRankMulticast)
+      if (h.rank != ps.rank && (h.rank != wire::kRankMulticast || h.type == wire::MsgType::kLossNotice))
         why = DropReason::kBadRank;
       else if (h.dtype != ps.dtype)
         why = DropReason::kDtypeMismatch;
@@ -519,6 +519,8 @@ size_t VerbsTransport::receive(std::span<Received> out) {
     }
     if (h.type == wire::MsgType::kResult) {
       ++s.counters.results;
+    } else if (h.type == wire::MsgType::kLossNotice) {
+      ++s.counters.loss_notices;
     } else {
       ++s.counters.aborts;
     }

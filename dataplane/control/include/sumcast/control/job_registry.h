@@ -106,6 +106,7 @@ class JobRegistry {
     wire::ReduceOp op = wire::ReduceOp::kSum;
     bool deterministic = false;     // REGISTER flag (docs/fidelity.md); every rank must agree
     bool multicast_wanted = false;  // REGISTER flag; every rank must agree
+    bool notices_wanted = false;    // REGISTER flag (loss notices, docs/protocol.md §7); every rank must agree
     std::vector<Member> members;    // index = rank
     uint16_t registered = 0;
     Clock::time_point first_registration;

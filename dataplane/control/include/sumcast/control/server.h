@@ -77,6 +77,9 @@ struct ServerOptions {
   // false, get one copy per member).
   bool multicast = false;
   uint32_t multicast_base_ip = 0;  // host order; the multicast job with index i gets base + i
+  // Jobs whose ranks ask for loss notices (docs/protocol.md §7) get them; false: none does (the
+  // grants say so, and the ranks repair losses from results and timers alone).
+  bool loss_notices = true;
   // Next hops of members: a registration without a route is refused (unreachable) at once; a job
   // whose ranks all registered starts once every member's next hop is resolved, and is refused
   // (unreachable, naming the address) when one fails to resolve. nullptr: members' registered

@@ -51,6 +51,8 @@ struct ServiceOptions {
   // group (multicast_group + i) out of bind_ip's interface. Off by default.
   bool multicast = false;
   std::string multicast_group = "239.255.77.0";
+  // Loss notices for the jobs that ask (agg.conf dataplane.loss_notices, docs/protocol.md §7).
+  bool loss_notices = true;
 };
 
 // Written by the loop thread (and the control thread under the engine mutex); read relaxed.

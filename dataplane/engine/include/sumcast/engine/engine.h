@@ -136,6 +136,14 @@ struct JobSpec {
   // and one payload copy per contribution. false: sum in arrival order (within the error bound
   // of docs/fidelity.md).
   bool deterministic = false;
+  // Loss notices (docs/protocol.md §7): when rank A's contribution to chunk j = round * S + slot
+  // is accepted and chunk j - d's round is open without A's, A is sent a loss notice for it (A
+  // sends its chunks in order, but around a hole, so that contribution was most likely lost; the
+  // worker knows whether it sent it before chunk j). d = wire::loss_notice_distance(
+  // cores, slot_count): a multiple of the core count, so that chunk j - d's slot is this core's;
+  // none for a job of at most d slots, nor where j - d wraps onto another core's slot (S not a
+  // multiple of the core count). One more slot lookup per accepted contribution.
+  bool loss_notices = false;
 };
 
 struct EngineOptions {
@@ -183,6 +191,7 @@ struct JobProgress {
   uint64_t unicast_answers;  // stored results re-sent to the one member that asked again
   uint64_t ce_marked;        // contributions that arrived marked CE (congestion experienced)
   uint64_t cnps_sent;        // CNPs sent for them
+  uint64_t loss_notices;     // loss notices sent to the job's members
 };
 
 class Engine {

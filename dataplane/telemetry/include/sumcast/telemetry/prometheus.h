@@ -66,6 +66,7 @@ struct JobMetrics {
   uint64_t unicast_answers = 0;  // stored results re-sent to one rank, over cores
   uint64_t ce_marked = 0;        // contributions that arrived marked CE, over cores
   uint64_t cnps_sent = 0;        // CNPs sent for them, over cores
+  uint64_t loss_notices = 0;     // loss notices sent to its ranks, over cores
   // ce_marked by rank
   std::vector<uint64_t> member_ce_marked;
 };

@@ -45,8 +45,8 @@
 //    22   4 qpn            < 2^24
 //    26   1 name_len       0..kMaxJobNameLen (64)
 //    27   1 flags          bit 0: deterministic summation (docs/fidelity.md); bit 1: results by
-//                          multicast wanted; other bits 0 (was "reserved, 0": an older
-//                          appliance rejects a set bit)
+//                          multicast wanted; bit 2: loss notices wanted (protocol.md §7); other
+//                          bits 0 (was "reserved, 0": an older appliance rejects a set bit)
 //    28   n name           job name; ranks of one job send the same name (and the same flags)
 //   GRANT (5) appliance -> every rank of a job once all registered; body_len = 32 + 4 * qpn_count
 //     0   4 job_id         != 0
@@ -58,7 +58,8 @@
 //    22   2 udp_port
 //    24   1 flags          bit 0: results by multicast (REGISTER asked for it and the appliance
 //                          allows it); bit 1: deterministic summation (echoes REGISTER's bit 0);
-//                          other bits 0
+//                          bit 2: loss notices (REGISTER asked for them and the appliance sends
+//                          them); other bits 0
 //    25   1 reserved       0
 //    26   2 qpn_count      1..kMaxCoreQpns (256): one per appliance core
 //    28   4 multicast_ip   the job's group (0 unless multicast)
@@ -137,8 +138,10 @@ inline constexpr size_t kStatusEntryFixedLen = 24;
 
 inline constexpr uint8_t kGrantFlagMulticast = 0x01;
 inline constexpr uint8_t kGrantFlagDeterministic = 0x02;
+inline constexpr uint8_t kGrantFlagLossNotices = 0x04;
 inline constexpr uint8_t kRegisterFlagDeterministic = 0x01;
 inline constexpr uint8_t kRegisterFlagMulticast = 0x02;
+inline constexpr uint8_t kRegisterFlagLossNotices = 0x04;
 inline constexpr uint8_t kStatusFlagTruncated = 0x01;
 
 enum class ControlType : uint8_t {
@@ -320,6 +323,7 @@ struct RegisterMsg {
   uint32_t qpn = 0;
   bool deterministic = false;  // flags bit 0
   bool multicast = false;      // flags bit 1: results to the job's group wanted
+  bool loss_notices = false;   // flags bit 2: loss notices wanted
   std::string name;
   bool operator==(const RegisterMsg&) const = default;
 };
@@ -334,6 +338,7 @@ struct GrantMsg {
   uint16_t udp_port = 0;
   bool multicast = false;
   bool deterministic = false;  // flags bit 1
+  bool loss_notices = false;   // flags bit 2
   uint32_t multicast_ip = 0;
   std::vector<uint32_t> core_qpns;
   bool operator==(const GrantMsg&) const = default;
@@ -495,7 +500,8 @@ inline void write_body(const RegisterMsg& m, uint8_t* p) {
   store_be32(p + 22, m.qpn);
   p[26] = static_cast<uint8_t>(m.name.size());
   p[27] = static_cast<uint8_t>((m.deterministic ? kRegisterFlagDeterministic : 0) |
-                               (m.multicast ? kRegisterFlagMulticast : 0));
+                               (m.multicast ? kRegisterFlagMulticast : 0) |
+                               (m.loss_notices ? kRegisterFlagLossNotices : 0));
   put_bytes(p + 28, m.name);
 }
 inline void write_body(const GrantMsg& m, uint8_t* p) {
@@ -507,7 +513,8 @@ inline void write_body(const GrantMsg& m, uint8_t* p) {
   store_be32(p + 18, m.ip);
   store_be16(p + 22, m.udp_port);
   p[24] =
-      static_cast<uint8_t>((m.multicast ? kGrantFlagMulticast : 0) | (m.deterministic ? kGrantFlagDeterministic : 0));
+      static_cast<uint8_t>((m.multicast ? kGrantFlagMulticast : 0) | (m.deterministic ? kGrantFlagDeterministic : 0) |
+                           (m.loss_notices ? kGrantFlagLossNotices : 0));
   p[25] = 0;
   store_be16(p + 26, static_cast<uint16_t>(m.core_qpns.size()));
   store_be32(p + 28, m.multicast_ip);
@@ -606,7 +613,9 @@ inline ControlError decode_body(std::span<const uint8_t> b, RegisterMsg* out) {
   if (b.size() < kRegisterFixedLen) return ControlError::kBadBodyLength;
   const uint8_t* p = b.data();
   const size_t n = p[26];
-  if ((p[27] & ~(kRegisterFlagDeterministic | kRegisterFlagMulticast)) != 0) return ControlError::kBadReserved;
+  if ((p[27] & ~(kRegisterFlagDeterministic | kRegisterFlagMulticast | kRegisterFlagLossNotices)) != 0) {
+    return ControlError::kBadReserved;
+  }
   if (n > kMaxJobNameLen) return ControlError::kBadNameLength;
   if (b.size() != kRegisterFixedLen + n) return ControlError::kBadBodyLength;
   if (!is_valid_dtype(p[4])) return ControlError::kBadDtype;
@@ -625,6 +634,7 @@ inline ControlError decode_body(std::span<const uint8_t> b, RegisterMsg* out) {
   out->qpn = qpn;
   out->deterministic = (p[27] & kRegisterFlagDeterministic) != 0;
   out->multicast = (p[27] & kRegisterFlagMulticast) != 0;
+  out->loss_notices = (p[27] & kRegisterFlagLossNotices) != 0;
   out->name = detail::get_bytes(p + kRegisterFixedLen, n);
   return ControlError::kOk;
 }
@@ -634,7 +644,9 @@ inline ControlError decode_body(std::span<const uint8_t> b, GrantMsg* out) {
   const size_t k = load_be16(p + 26);
   if (k == 0 || k > kMaxCoreQpns) return ControlError::kBadQpnCount;
   if (b.size() != kGrantFixedLen + 4 * k) return ControlError::kBadBodyLength;
-  if ((p[24] & ~(kGrantFlagMulticast | kGrantFlagDeterministic)) != 0 || p[25] != 0) return ControlError::kBadReserved;
+  if ((p[24] & ~(kGrantFlagMulticast | kGrantFlagDeterministic | kGrantFlagLossNotices)) != 0 || p[25] != 0) {
+    return ControlError::kBadReserved;
+  }
   const uint32_t job_id = load_be32(p);
   if (job_id == 0) return ControlError::kBadJobId;
   std::vector<uint32_t> qpns(k);
@@ -651,6 +663,7 @@ inline ControlError decode_body(std::span<const uint8_t> b, GrantMsg* out) {
   out->udp_port = load_be16(p + 22);
   out->multicast = (p[24] & kGrantFlagMulticast) != 0;
   out->deterministic = (p[24] & kGrantFlagDeterministic) != 0;
+  out->loss_notices = (p[24] & kGrantFlagLossNotices) != 0;
   out->multicast_ip = load_be32(p + 28);
   out->core_qpns = std::move(qpns);
   return ControlError::kOk;

@@ -53,6 +53,7 @@ enum class MsgType : uint8_t {
   kContribution = 1,  // worker -> appliance: one chunk of one rank's data
   kResult = 2,        // appliance -> worker: the reduced chunk
   kAbort = 3,         // appliance -> worker: the job failed; `status` says why, no payload
+  kLossNotice = 4,    // appliance -> one worker: its contribution to the open round named is missing; no payload
 };
 
 enum class Dtype : uint8_t {
@@ -112,7 +113,9 @@ constexpr size_t accumulator_size(Dtype d) {
 }
 constexpr bool is_valid_dtype(uint8_t d) { return d < kDtypeCount; }
 constexpr bool is_valid_op(uint8_t o) { return o < kReduceOpCount; }
-constexpr bool is_valid_msg_type(uint8_t t) { return t >= 1 && t <= 3; }
+constexpr bool is_valid_msg_type(uint8_t t) { return t >= 1 && t <= 4; }
+// Whether frames of type `t` carry elem_count elements (§5); aborts and loss notices carry none.
+constexpr bool carries_payload(MsgType t) { return t == MsgType::kContribution || t == MsgType::kResult; }
 constexpr const char* dtype_name(Dtype d) {
   switch (d) {
     case Dtype::kFp32:
@@ -142,6 +145,16 @@ constexpr const char* reduce_op_name(ReduceOp o) {
 
 // Sumcast header flags (§5).
 inline constexpr uint8_t kFlagSlotVersion = 0x01;  // the slot's version bit == round & 1
+
+// Loss notices (§7): a rank's accepted contribution to chunk j makes the appliance look at chunk
+// j - d, d the smallest multiple of the core count >= kLossNoticeMinDistance (so that chunk j - d's
+// slot belongs to the same core); a job of at most d slots gets none. 0: no notices.
+inline constexpr uint32_t kLossNoticeMinDistance = 3;
+constexpr uint32_t loss_notice_distance(uint32_t cores, uint32_t slots) {
+  const uint32_t c = cores == 0 ? 1 : cores;
+  const uint32_t d = (kLossNoticeMinDistance + c - 1) / c * c;
+  return slots > d ? d : 0;
+}
 
 // Largest element offset accepted (§5): offset + count must not exceed 2^40 elements.
 inline constexpr uint64_t kMaxElementIndex = uint64_t{1} << 40;

@@ -141,7 +141,7 @@ inline ParseError parse_roce(std::span<const uint8_t> roce, ParsedPacket* out) {
   if (pad > body) return ParseError::kBadLength;
   const size_t payload_len = body - pad;
   const uint64_t want = uint64_t{out->hdr.elem_count} * dtype_size(out->hdr.dtype);
-  if (out->hdr.type == MsgType::kAbort ? payload_len != 0 : payload_len != want) return ParseError::kBadLength;
+  if (carries_payload(out->hdr.type) ? payload_len != want : payload_len != 0) return ParseError::kBadLength;
   if (payload_len > kMaxPayloadBytes) return ParseError::kBadLength;
   if (out->hdr.elem_offset > kMaxElementIndex || out->hdr.elem_offset + out->hdr.elem_count > kMaxElementIndex) {
     return ParseError::kBadRange;

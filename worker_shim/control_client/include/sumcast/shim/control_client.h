@@ -35,6 +35,7 @@ struct RegisterRequest {
   Endpoint endpoint;                  // where this rank receives results
   bool deterministic = false;         // bitwise-reproducible summation (docs/fidelity.md); all ranks alike
   bool multicast = false;             // results to the job's group wanted (the grant says if so); all ranks alike
+  bool loss_notices = false;          // loss notices wanted (docs/protocol.md §7; the grant says if so); all alike
 };
 
 struct JobGrant {
@@ -46,6 +47,7 @@ struct JobGrant {
   std::vector<uint32_t> core_qpns;  // slot s goes to core_qpns[s % size()]
   bool multicast = false;           // results arrive at multicast_ip (asked for and allowed)
   bool deterministic = false;       // the appliance sums this job deterministically
+  bool loss_notices = false;        // the appliance tells this rank of its contributions it misses (§7)
   uint32_t multicast_ip = 0;        // the job's group, host order; 0 unless multicast
 };
 

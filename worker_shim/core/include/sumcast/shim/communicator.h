@@ -46,6 +46,27 @@
 // answers the repeats of a completed round from its stored result. Per result, only the slots of
 // the chunks between the oldest unanswered one and that many before the answered one are looked
 // at: none while results come in order, at most S.
+// Loss notices (docs/protocol.md §7; asked for unless loss_notices is false, granted unless the
+// appliance's dataplane.loss_notices is off). A rank cannot tell its own lost contribution from
+// another rank's: both leave the same hole. The appliance can: when this rank's contribution to
+// chunk g + d arrives while the round of chunk g is open without this rank's, it sends this rank
+// alone a loss notice for chunk g, and the rank resends it at once if its latest copy of chunk g
+// left before chunk g + d first did (else that copy may still be on its way: a resend, or chunks
+// sent out of order because their slots' results came back out of order). So with notices granted
+// a hole revealed by results is resent by the rule above only once it stayed unanswered for a
+// grace of SRTT + 2 RTTVAR after the result that revealed it. A hole that is another rank's lost
+// contribution is repaired within about one round trip: the notice left the appliance when that
+// rank's chunk g + d arrived, no later than our revealing result (the answer to chunk g + k,
+// k = fast_retransmit_after) where d <= k, as on one core (d = 3), and d - k of that rank's
+// packets later on more cores; half a round trip takes it there, half one brings its resend to
+// the appliance, and the completed result reaches us about when a round trip after ours would.
+// The two mean deviations cover the spread of round trips as RFC 6298's estimator sees it, and
+// those few packet times. What the grace leaves to this rank: a lost result to it, a lost notice,
+// a lost resend, a loss of its own the appliance could not yet see (its later chunk arrived
+// before any other rank had opened the round: a rank far ahead, as in a call's first window);
+// the RTO still backs everything up.
+// Without a grant, or when the job's slot count is at most d (no notices are sent), the rule
+// above applies unchanged.
 //
 // Congestion window. Of an appliance's S slots, at most `window` carry a chunk at once (S while
 // the fabric is calm). A RoCEv2 CNP from that appliance (it saw our contributions marked CE on
@@ -165,6 +186,9 @@ struct CommConfig {
   // (ApplianceInfo::grant.multicast says which). The verbs transport attaches its QP to the
   // group instead (verified on no NIC).
   bool multicast = false;
+  // Ask the appliances for loss notices (see Loss notices above). Same on every rank. An appliance
+  // that predates them rejects the registration (it cannot parse the flag): set false for one.
+  bool loss_notices = true;
   // Failover (see above). kAuto: on when there is more than one aggregator (and failover_after_ms
   // is then at most half of a shorter op_timeout_ms); kOn: invalid unless it is below it.
   enum class Failover : uint8_t { kAuto = 0, kOff = 1, kOn = 2 };
@@ -197,6 +221,8 @@ struct CommStats {
   uint64_t retransmissions = 0;           // RTO expiries that resent a chunk
   uint64_t stall_probes = 0;              // ... of which stall probes: nothing sent later answered (see Timers)
   uint64_t fast_retransmissions = 0;      // chunks resent because a later one was answered first (see Timers)
+  uint64_t loss_notices = 0;              // loss notices received from appliances that granted them
+  uint64_t notice_retransmissions = 0;    // ... that resent a chunk (see Loss notices)
   uint64_t silent_backoffs = 0;           // RTO expiries that only backed off: a stall, not a loss (see Timers)
   uint64_t results = 0;                   // results accepted and written
   uint64_t duplicates = 0;                // results for a chunk already completed
@@ -303,6 +329,9 @@ class Communicator {
   bool failover_enabled() const;
   void on_received(uint64_t now);
   void fast_retransmit(Appliance& a, const Slot& answered, uint64_t now);
+  void on_loss_notice(Appliance& a, const wire::SumcastHeader& h, uint64_t now);
+  void resend_early(Appliance& a, Slot& sl, uint64_t now);
+  uint64_t notice_grace_ns(const Appliance& a) const;
   void update_rto(Appliance& a, uint64_t sample_ns);
   void check_timers(uint64_t now);
   void poll_control();

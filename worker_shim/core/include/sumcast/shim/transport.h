@@ -75,6 +75,7 @@ struct TransportCounters {
   uint64_t results = 0;        // valid results handed to the communicator
   uint64_t group_results = 0;  // ... of which arrived on a job's multicast group
   uint64_t aborts = 0;         // valid abort messages handed to the communicator
+  uint64_t loss_notices = 0;   // valid loss notices (docs/protocol.md §7) handed to the communicator
   uint64_t cnps = 0;           // valid congestion notifications (RoCEv2 CNPs) handed to the communicator
   uint64_t ce_results = 0;     // valid results that arrived marked CE (UDP transport with recv_ecn)
   // UDP GRO: buffers the kernel handed over coalesced (several datagrams, one UDP_GRO control
@@ -113,7 +114,7 @@ struct OutPacket {
   uint32_t len = 0;
 };
 
-// A validated result, abort or congestion notification. `payload` stays valid until the next
+// A validated result, abort, loss notice or congestion notification. `payload` stays valid until the next
 // receive() call.
 struct Received {
   uint32_t peer = 0;

@@ -48,6 +48,7 @@ struct MpiConfig {
   bool payload_explicit = false;             // SUMCAST_MPI_PAYLOAD was set (else the path MTU decides)
   uint32_t slots = 0;                        // SUMCAST_MPI_SLOTS (0: the appliance's default)
   bool multicast = false;                    // SUMCAST_MPI_MULTICAST: results by multicast wanted
+  bool loss_notices = true;                  // SUMCAST_MPI_LOSS_NOTICES: loss notices wanted
   uint32_t rto_us = 5000;                    // SUMCAST_MPI_RTO_US
   uint32_t busy_poll_us = 0;                 // SUMCAST_MPI_BUSY_POLL_US (0: off)
   bool udp_gro = true;                       // SUMCAST_MPI_UDP_GRO

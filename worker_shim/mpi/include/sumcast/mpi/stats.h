@@ -43,7 +43,9 @@ class Stats {
   // descheduled appliance, not a loss), and the data path's drops on this rank's side: datagrams
   // its sockets dropped for want of receive buffer, sends refused (EAGAIN/ENOBUFS, retried) and
   // packets not sent at all; the coalesced receive buffers (UDP GRO) and the datagrams they held;
-  // the segmented sends (UDP GSO) and the packets they carried.
+  // the segmented sends (UDP GSO) and the packets they carried. After the fall-back fields: the
+  // fast retransmissions (a later chunk answered first), the appliances' loss notices received
+  // and the resends they caused.
   static constexpr size_t kPerKind = 6;
   static constexpr size_t kReasonBase = kPerKind * kCallKindCount;
   static constexpr size_t kIntranodeField = kReasonBase + kPassReasonCount;
@@ -68,7 +70,10 @@ class Stats {
   static constexpr size_t kFallbackField = kGsoSegmentsField + 1;
   static constexpr size_t kFallbackCallsField = kFallbackField + 1;
   static constexpr size_t kFallbackCopiedField = kFallbackCallsField + 1;
-  static constexpr size_t kFields = kFallbackCopiedField + 1;
+  static constexpr size_t kFastRetransmitField = kFallbackCopiedField + 1;
+  static constexpr size_t kLossNoticeField = kFastRetransmitField + 1;
+  static constexpr size_t kNoticeRetransmitField = kLossNoticeField + 1;
+  static constexpr size_t kFields = kNoticeRetransmitField + 1;
   using Snapshot = std::array<uint64_t, kFields>;
 
   void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
@@ -77,6 +82,9 @@ class Stats {
   struct DataPath {
     uint64_t retransmissions = 0;
     uint64_t stall_probes = 0;
+    uint64_t fast_retransmissions = 0;
+    uint64_t loss_notices = 0;
+    uint64_t notice_retransmissions = 0;
     uint64_t rx_overflows = 0;
     uint64_t tx_refused = 0;  // EAGAIN + ENOBUFS
     uint64_t tx_dropped = 0;
