@@ -59,7 +59,7 @@ void check_roce_accepted(const ParsedPacket& p, const uint8_t* begin, const uint
   SUMCAST_FUZZ_CHECK(is_valid_msg_type(static_cast<uint8_t>(h.type)), "type %u", static_cast<unsigned>(h.type));
   SUMCAST_FUZZ_CHECK(is_valid_dtype(static_cast<uint8_t>(h.dtype)), "dtype %u", static_cast<unsigned>(h.dtype));
   SUMCAST_FUZZ_CHECK(is_valid_op(static_cast<uint8_t>(h.op)), "op %u", static_cast<unsigned>(h.op));
-  const size_t want = h.type == MsgType::kAbort ? 0 : size_t{h.elem_count} * dtype_size(h.dtype);
+  const size_t want = carries_payload(h.type) ? size_t{h.elem_count} * dtype_size(h.dtype) : 0;
   SUMCAST_FUZZ_CHECK(p.payload_len == want, "payload_len %zu, elem_count %u", p.payload_len, h.elem_count);
   SUMCAST_FUZZ_CHECK(p.payload_len <= kMaxPayloadBytes, "payload_len %zu", p.payload_len);
   SUMCAST_FUZZ_CHECK(h.elem_offset <= kMaxElementIndex && h.elem_offset + h.elem_count <= kMaxElementIndex,
