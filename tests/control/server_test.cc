@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -137,6 +138,23 @@ class ServerTest : public ::testing::Test {
           return false;
         },
         kWait);
+  }
+
+  // Rank 0 of a two-rank job registers plainly, rank 1 with `differ` applied: rank 1 is refused
+  // job_mismatch naming `what`. Stops the server (ending rank 0's pending registration, refused as
+  // shutting down, instead of its timeout).
+  void expect_flag_mismatch_refused(const std::function<void(RegisterRequest&)>& differ, const std::string& what) {
+    Member first = begin_register(request("mixed", 2, 0));
+    ASSERT_TRUE(wait_registered("mixed", 1));
+    auto c = connect();
+    ASSERT_NE(c, nullptr);
+    RegisterRequest wants = request("mixed", 2, 1);
+    differ(wants);
+    auto r = c->register_rank(wants, 5000);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("job_mismatch"), std::string::npos) << r.status().to_string();
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().to_string();
+    server_->stop();
   }
 
   // Registers every rank of a job (each in its own thread, in rank order of arrival) and returns
@@ -308,16 +326,7 @@ TEST_F(ServerTest, MulticastIsPerJobAskedByTheRanksAndAllowedByTheAppliance) {
   EXPECT_TRUE(listed);
 
   // The ranks must agree.
-  Member first = begin_register(request("mixed", 2, 0));
-  ASSERT_TRUE(wait_registered("mixed", 1));
-  auto c = connect();
-  RegisterRequest wants = request("mixed", 2, 1);
-  wants.multicast = true;
-  auto r = c->register_rank(wants, 5000);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("job_mismatch"), std::string::npos) << r.status().to_string();
-  EXPECT_NE(r.status().message().find("multicast"), std::string::npos) << r.status().to_string();
-  server_->stop();  // ends the pending registration (refused: shutting down) instead of its timeout
+  expect_flag_mismatch_refused([](RegisterRequest& r) { r.multicast = true; }, "multicast");
 }
 
 // Loss notices: granted (and installed) when the ranks ask and the appliance allows them, not when
@@ -338,16 +347,7 @@ TEST_F(ServerTest, LossNoticesAreGrantedWhenTheRanksAskAndTheApplianceAllowsThem
   EXPECT_TRUE(installs[0].loss_notices);
   EXPECT_FALSE(installs[1].loss_notices);
 
-  Member first = begin_register(request("mixed", 2, 0));  // does not ask
-  ASSERT_TRUE(wait_registered("mixed", 1));
-  auto c = connect();
-  RegisterRequest wants = request("mixed", 2, 1);
-  wants.loss_notices = true;
-  auto r = c->register_rank(wants, 5000);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("job_mismatch"), std::string::npos) << r.status().to_string();
-  EXPECT_NE(r.status().message().find("loss notices"), std::string::npos) << r.status().to_string();
-  server_->stop();
+  expect_flag_mismatch_refused([](RegisterRequest& r) { r.loss_notices = true; }, "loss notices");
 }
 
 TEST_F(ServerTest, LossNoticesOffOnTheApplianceGrantsJobsWithoutThem) {
