@@ -300,6 +300,7 @@ class Parser {
                   IntRule::kMultipleOf64),
         {"dtypes", [this, &dp](const Setting& s, const std::string& path) { return read_dtypes(s, path, &dp.dtypes); }},
         bool_field("verify_icrc", &dp.verify_icrc),
+        bool_field("udp_checksum", &dp.udp_checksum),
         bool_field("multicast", &dp.multicast),
         ipv4_field("multicast_group", &dp.multicast_group, false),
         bool_field("loss_notices", &dp.loss_notices),

@@ -58,6 +58,7 @@ TEST(AggConfigParse, AlmostEmptyFileTakesEveryDefault) {
                                                           wire::Dtype::kInt32, wire::Dtype::kFp64}));
   EXPECT_EQ(dtype_names(c.dataplane.dtypes), (std::vector<std::string>{"fp32", "fp16", "bf16", "int32", "fp64"}));
   EXPECT_TRUE(c.dataplane.verify_icrc);
+  EXPECT_FALSE(c.dataplane.udp_checksum);
   EXPECT_FALSE(c.dataplane.multicast);
   EXPECT_EQ(format_ipv4(c.dataplane.multicast_group), "239.255.77.0");
   EXPECT_TRUE(c.dataplane.loss_notices);
@@ -112,6 +113,7 @@ dataplane = {
   max_payload_bytes = 4096;
   dtypes = [ "bf16", "int32" ];
   verify_icrc = false;
+  udp_checksum = true;
   multicast = true;
   multicast_group = "239.1.2.0";
   loss_notices = false;
@@ -160,6 +162,7 @@ telemetry = {
   EXPECT_EQ(c.dataplane.max_payload_bytes, 4096u);
   EXPECT_EQ(c.dataplane.dtypes, (std::vector<wire::Dtype>{wire::Dtype::kBf16, wire::Dtype::kInt32}));
   EXPECT_FALSE(c.dataplane.verify_icrc);
+  EXPECT_TRUE(c.dataplane.udp_checksum);
   EXPECT_TRUE(c.dataplane.multicast);
   EXPECT_EQ(c.dataplane.multicast_group, 0xEF010200u);
   EXPECT_FALSE(c.dataplane.loss_notices);

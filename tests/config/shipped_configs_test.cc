@@ -52,6 +52,7 @@ const std::vector<std::string> kAllKeys = {
     "dataplane.max_payload_bytes",
     "dataplane.dtypes",
     "dataplane.verify_icrc",
+    "dataplane.udp_checksum",
     "dataplane.multicast",
     "dataplane.multicast_group",
     "dataplane.loss_notices",
@@ -159,6 +160,7 @@ TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
   EXPECT_EQ(c.dataplane.max_payload_bytes, defaults.dataplane.max_payload_bytes);
   EXPECT_EQ(c.dataplane.dtypes, defaults.dataplane.dtypes);
   EXPECT_EQ(c.dataplane.verify_icrc, defaults.dataplane.verify_icrc);
+  EXPECT_EQ(c.dataplane.udp_checksum, defaults.dataplane.udp_checksum);
   EXPECT_EQ(c.dataplane.multicast, defaults.dataplane.multicast);
   EXPECT_EQ(c.dataplane.multicast_group, defaults.dataplane.multicast_group);
   EXPECT_EQ(c.dataplane.loss_notices, defaults.dataplane.loss_notices);

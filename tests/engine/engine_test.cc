@@ -135,6 +135,20 @@ bool ip_checksum_ok(const uint8_t* ip) {
   return sum == 0xFFFF;
 }
 
+// The UDP checksum verified from its definition (RFC 768): the one's-complement sum of the
+// pseudo-header (addresses, protocol, UDP length) and of the UDP header and data as 16-bit words
+// (an odd last byte padded with zero), the checksum included, is 0xFFFF; a sent 0 means none.
+bool udp_checksum_ok(std::span<const uint8_t> f) {
+  const uint8_t* ip = f.data() + wire::kIpOffset;
+  const uint8_t* udp = ip + 20;
+  const size_t n = (size_t{udp[4]} << 8) | udp[5];
+  uint64_t sum = wire::kIpProtoUdp + n;
+  for (int i = 12; i < 20; i += 2) sum += (uint32_t{ip[i]} << 8) | ip[i + 1];
+  for (size_t i = 0; i < n; ++i) sum += i % 2 == 0 ? uint32_t{udp[i]} << 8 : udp[i];
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return load_be16(udp + 6) != 0 && sum == 0xFFFF;
+}
+
 // Parses a frame the appliance sent. Results go to the member's UDP port, which need not be 4791
 // (kernel-socket workers), so wire::parse_frame (an appliance-side parser) does not apply: the
 // Ethernet/IPv4/UDP part is read here and the rest by wire::parse_roce, as a worker does.
@@ -175,7 +189,11 @@ wire::ParsedPacket check_sent_frame(std::span<const uint8_t> f, const JobSpec& j
   EXPECT_GT(ip[8], 0) << "TTL";
   EXPECT_TRUE(ip_checksum_ok(ip));
   EXPECT_EQ(load_be16(ip + 2), f.size() - wire::kEthHeaderLen);
-  EXPECT_EQ(load_be16(ip + 20 + 6), 0) << "UDP checksum";
+  if (o.udp_checksum) {
+    EXPECT_TRUE(udp_checksum_ok(f)) << "UDP checksum " << load_be16(ip + 20 + 6);
+  } else {
+    EXPECT_EQ(load_be16(ip + 20 + 6), 0) << "UDP checksum";
+  }
   EXPECT_EQ(p.src_ip, o.local_ip);
   EXPECT_EQ(p.dst_ip, mc ? job.mcast_ip : m.ip);
   EXPECT_EQ(p.src_port, wire::kRoceUdpPort);
@@ -1567,6 +1585,78 @@ TEST(EngineTest, LossNoticesStayOnTheCoreThatOwnsBothSlots) {
     EXPECT_EQ(get(e.counters().loss_notices_sent), 0u);
     EXPECT_EQ(total_drops(e), 0u);
   }
+}
+
+// ---- UDP checksums (EngineOptions::udp_checksum; docs/protocol.md §2) ------------------------
+
+// With udp_checksum on, every frame the engine sends carries the checksum RFC 768 defines
+// (check_sent_frame verifies it from the definition), whatever path built it: each member's copy
+// of a result (the first built and summed in full, the others updated from it) at every length,
+// also when the first members' buffers are refused; a multicast result and the unicast answer to
+// a rank that asks again; a loss notice; a CNP. The bytes are otherwise those sent without it.
+TEST(EngineTest, EveryFrameSentCarriesItsUdpChecksumWhenAsked) {
+  EngineOptions o = appliance();
+  o.udp_checksum = true;
+  o.cnp_interval_ticks = uint64_t{1} << 62;
+  constexpr uint32_t kWorld = 5;
+  for (const size_t refused : {size_t{0}, size_t{2}}) {
+    SCOPED_TRACE("refused " + std::to_string(refused));
+    Engine e(o);
+    const JobSpec job = job_spec(9, Dtype::kBf16, ReduceOp::kSum, kWorld, 1, 2048);
+    ASSERT_TRUE(e.add_job(job).ok());
+    uint32_t round = 0;
+    for (const size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{255}, size_t{1023}, size_t{1024}}) {
+      SCOPED_TRACE(count);
+      const Chunk ch{0, round++, 7, 1000 * count, static_cast<uint16_t>(count)};
+      RefusingTxSink tx(refused);
+      for (uint16_t r = 0; r < kWorld; ++r) {
+        const auto f = contribution(job, o, r, ch);
+        const PacketView v{f.data(), static_cast<uint32_t>(f.size())};
+        e.process_burst(std::span<const PacketView>(&v, 1), tx);
+      }
+      ASSERT_EQ(tx.frames.size(), kWorld - refused);
+      const auto want = encode_elements(Dtype::kBf16, expected(ReduceOp::kSum, kWorld, 0, ch.round, count));
+      for (size_t i = 0; i < tx.frames.size(); ++i) {
+        const auto rank = static_cast<uint16_t>(refused + i);
+        check_sent_frame(tx.frames[i], job, o, rank, wire::MsgType::kResult);
+        std::vector<uint8_t> without = tx.frames[i];
+        store_be16(without.data() + wire::kUdpOffset + 6, 0);
+        EXPECT_EQ(without, result_from_scratch(job, o, rank, ch, want)) << "rank " << rank;
+      }
+    }
+  }
+
+  Engine e(o);
+  MemoryTxSink tx;
+  JobSpec mc = job_spec(5, Dtype::kFp32, ReduceOp::kSum, 2, 1);
+  mc.multicast = true;
+  mc.mcast_ip = kGroupIp;
+  std::memcpy(mc.mcast_mac, kGroupMac, 6);
+  ASSERT_TRUE(e.add_job(mc).ok());
+  feed(e, tx, {contribution(mc, o, 0, {0, 0, 1, 0, 33}), contribution(mc, o, 1, {0, 0, 1, 0, 33})});
+  ASSERT_EQ(tx.frames().size(), 1u);
+  check_sent_frame(tx.frames()[0].bytes(), mc, o, wire::kRankMulticast, wire::MsgType::kResult);
+  tx.clear();
+  feed(e, tx, contribution(mc, o, 1, {0, 0, 1, 0, 33}));  // asks again: the stored result, unicast
+  ASSERT_EQ(tx.frames().size(), 1u);
+  check_sent_frame(tx.frames()[0].bytes(), mc, o, 1, wire::MsgType::kResult);
+
+  JobSpec lossy = job_spec(31, Dtype::kFp32, ReduceOp::kSum, 2, 8);
+  lossy.loss_notices = true;
+  ASSERT_TRUE(e.add_job(lossy).ok());
+  feed(e, tx, contribution(lossy, o, 0, chunk_of(1, 8)));
+  tx.clear();
+  for (uint32_t j : {0u, 2u, 3u, 4u}) feed(e, tx, contribution(lossy, o, 1, chunk_of(j, 8)));
+  EXPECT_EQ(notices_in(tx, lossy, o).size(), 1u) << "rank 1's chunk 4 passed its missing chunk 1";
+
+  tx.clear();
+  auto ce = contribution(lossy, o, 0, chunk_of(4, 8));  // completes chunk 4, marked CE
+  ce[wire::kIpOffset + 1] |= 0x03;
+  feed(e, tx, ce);
+  ASSERT_EQ(get(e.counters().cnps_sent), 1u);
+  ASSERT_EQ(tx.frames().size(), 3u) << "chunk 4's result to both ranks, and the CNP";
+  for (const auto& f : tx.frames())
+    EXPECT_TRUE(udp_checksum_ok(f.bytes())) << "opcode " << int{f.data[wire::kBthOffset]};
 }
 
 }  // namespace

@@ -336,6 +336,94 @@ TEST(ParseFrame, AcceptsAnyUdpChecksum) {
   }
 }
 
+// --- UDP checksum ---------------------------------------------------------------------------------
+
+// RFC 768 from its definition: the one's-complement sum, as 16-bit big-endian words, of the
+// pseudo-header (source and destination address, zero, protocol 17, UDP length) and of the UDP
+// header and data with the checksum field zero, an odd last byte padded with zero; complemented.
+uint16_t reference_udp_checksum(const std::vector<uint8_t>& f) {
+  const uint8_t* ip = f.data() + kIpOffset;
+  const uint8_t* udp = ip + kIpv4HeaderLen;
+  const size_t n = (size_t{udp[4]} << 8) | udp[5];
+  uint64_t sum = 17 + n;
+  for (size_t i = 12; i < 20; i += 2) sum += (uint32_t{ip[i]} << 8) | ip[i + 1];
+  for (size_t i = 0; i < n; ++i) {
+    if (i == 6 || i == 7) continue;
+    sum += i % 2 == 0 ? uint32_t{udp[i]} << 8 : udp[i];
+  }
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// A frame of `udp_len` UDP bytes (header included) of random content, IPv4 addresses random.
+std::vector<uint8_t> random_udp_frame(size_t udp_len, std::mt19937_64& rng) {
+  std::vector<uint8_t> f(kUdpOffset + udp_len);
+  for (auto& b : f) b = static_cast<uint8_t>(rng());
+  store_be16(f.data() + kUdpOffset + 4, static_cast<uint16_t>(udp_len));
+  store_be16(f.data() + kUdpOffset + 6, 0);
+  return f;
+}
+
+TEST(UdpChecksum, MatchesTheDefinitionAtEveryLength) {
+  std::mt19937_64 rng(kSeed + 11);
+  for (size_t n = 8; n <= 80; ++n) {
+    for (int k = 0; k < 4; ++k) {
+      const auto f = random_udp_frame(n, rng);
+      const uint16_t ref = reference_udp_checksum(f);
+      EXPECT_EQ(udp_checksum(f.data()), ref == 0 ? 0xFFFF : ref) << "UDP length " << n;
+    }
+  }
+  for (size_t n : {size_t{1023}, size_t{1024} + 60, size_t{4096} + 60, size_t{4096} + 61, size_t{8972}}) {
+    const auto f = random_udp_frame(n, rng);
+    const uint16_t ref = reference_udp_checksum(f);
+    EXPECT_EQ(udp_checksum(f.data()), ref == 0 ? 0xFFFF : ref) << "UDP length " << n;
+  }
+}
+
+// A sum of zero is sent as 0xFFFF (0 would mean "no checksum"): the header alone, ports 0, and a
+// source address whose first word brings the pseudo-header's sum to 0xFFFF (17 + 8 + 8 + 0xFFDE).
+TEST(UdpChecksum, AZeroSumIsSentAsAllOnes) {
+  std::vector<uint8_t> f(kUdpOffset + 8, 0);
+  store_be16(f.data() + kIpOffset + 12, 0xFFDE);
+  store_be16(f.data() + kUdpOffset + 4, 8);
+  ASSERT_EQ(reference_udp_checksum(f), 0);
+  EXPECT_EQ(udp_checksum(f.data()), 0xFFFF);
+}
+
+// RFC 1624: the checksum after rewriting an address, a port or a 4-byte field at an even offset
+// equals the one computed afresh, and the definition's.
+TEST(UdpChecksum, UpdateAfterRewritingFieldsEqualsARecomputation) {
+  std::mt19937_64 rng(kSeed + 12);
+  for (int trial = 0; trial < 200; ++trial) {
+    auto f = random_udp_frame(8 + 2 * (rng() % 600) + rng() % 2, rng);
+    const uint16_t before = udp_checksum(f.data());
+    auto g = f;
+    const size_t udp_len = f.size() - kUdpOffset;
+    // One of: the destination address (pseudo-header), the destination port, or 4 bytes at an
+    // even offset of the data.
+    size_t at = 0;
+    size_t len = 4;
+    switch (trial % 3) {
+      case 0:
+        at = kIpOffset + 16;
+        break;
+      case 1:
+        at = kUdpOffset + 2;
+        len = 2;
+        break;
+      default:
+        at = kUdpOffset + 8 + 2 * (rng() % ((udp_len - 8) / 2 + 1));
+        break;
+    }
+    if (at + len > g.size()) continue;
+    for (size_t i = 0; i < len; ++i) g[at + i] = static_cast<uint8_t>(rng());
+    const uint16_t updated = udp_checksum_update(before, f.data() + at, g.data() + at, len);
+    EXPECT_EQ(updated, udp_checksum(g.data())) << "trial " << trial << " at " << at;
+    const uint16_t ref = reference_udp_checksum(g);
+    EXPECT_EQ(updated, ref == 0 ? 0xFFFF : ref) << "trial " << trial << " at " << at;
+  }
+}
+
 // --- Truncation ---------------------------------------------------------------------------------
 
 // Cutting a frame without touching its length fields: Ethernet, then the IPv4 total length decides.

@@ -336,6 +336,7 @@ Json config_json(const sumcast::config::AggConfig& c) {
                                {"max_payload_bytes", u(d.max_payload_bytes)},
                                {"dtypes", strings(sumcast::config::dtype_names(d.dtypes))},
                                {"verify_icrc", V(d.verify_icrc)},
+                               {"udp_checksum", V(d.udp_checksum)},
                                {"multicast", V(d.multicast)},
                                {"multicast_group", ipv4(d.multicast_group)},
                                {"mbufs", u(d.mbufs)}})},

@@ -194,6 +194,7 @@ Status Appliance::build_cores(const std::vector<unsigned>& workers) {
     eo.cnp_interval_ticks = cfg.port.cnp_interval_us * rte_get_tsc_hz() / 1000000;
     if (cfg.port.cnp_interval_us != 0 && eo.cnp_interval_ticks == 0) eo.cnp_interval_ticks = 1;
     eo.verify_icrc = cfg.dataplane.verify_icrc;
+    eo.udp_checksum = cfg.dataplane.udp_checksum;
     eo.max_jobs = cfg.dataplane.max_jobs;
     eo.max_ranks = cfg.dataplane.max_ranks;
     eo.max_slots_per_job = cfg.dataplane.slots_per_job;

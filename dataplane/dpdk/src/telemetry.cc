@@ -299,6 +299,7 @@ int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) 
     rte_tel_data_add_dict_u64(dp, "max_payload_bytes", x.max_payload_bytes);
     add_container(dp, "dtypes", string_array(config::dtype_names(x.dtypes)));
     rte_tel_data_add_dict_u64(dp, "verify_icrc", x.verify_icrc ? 1 : 0);
+    rte_tel_data_add_dict_u64(dp, "udp_checksum", x.udp_checksum ? 1 : 0);
     rte_tel_data_add_dict_u64(dp, "multicast", x.multicast ? 1 : 0);
     rte_tel_data_add_dict_string(dp, "multicast_group", format_ipv4(x.multicast_group).c_str());
     rte_tel_data_add_dict_u64(dp, "mbufs", x.mbufs);

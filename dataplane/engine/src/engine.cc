@@ -219,6 +219,20 @@ inline void readdress(uint8_t* frame, const Member& m, uint16_t rank) {
   store_be16(frame + kRankAt, rank);
 }
 
+// The UDP checksum of `frame`, a copy of `prev` that readdress() rewrote and whose ICRC changed:
+// updated from prev's over the bytes readdress and the ICRC may have changed (RFC 1624), each at
+// an even offset from the UDP header (the destination address is in the pseudo-header).
+constexpr size_t kUdpChecksumAt = wire::kUdpOffset + 6;
+inline void update_udp_checksum(const uint8_t* prev, uint8_t* frame, size_t flen) {
+  uint16_t c = load_be16(prev + kUdpChecksumAt);
+  c = wire::udp_checksum_update(c, prev + kDstIpAt, frame + kDstIpAt, 4);
+  c = wire::udp_checksum_update(c, prev + kDstPortAt, frame + kDstPortAt, 2);
+  c = wire::udp_checksum_update(c, prev + kDestQpAt - 1, frame + kDestQpAt - 1, 4);
+  c = wire::udp_checksum_update(c, prev + kRankAt, frame + kRankAt, 2);
+  c = wire::udp_checksum_update(c, prev + flen - wire::kIcrcLen, frame + flen - wire::kIcrcLen, wire::kIcrcLen);
+  store_be16(frame + kUdpChecksumAt, c);
+}
+
 // What wire::write_frame_headers(frame, addressing to member 0, h, len) writes, from the job's
 // template: the lengths, PadCnt, IPv4 checksum and Sumcast header are the parts that vary.
 // tests/engine's ReplicatedResultsMatchFramesBuiltFromScratchAtEveryLength checks the equality.
@@ -662,11 +676,13 @@ uint64_t Engine::Impl::replicate(Job& j, wire::SumcastHeader h, const uint8_t* p
       icrc_member0 = load_le32(buf + flen - wire::kIcrcLen);
       if (r != 0) icrc_member0 ^= crc::multiply(j.dest_crc[r], j.shift);
       std::memcpy(buf, mac, 6);  // the Ethernet header is outside the ICRC
+      if (opt.udp_checksum) store_be16(buf + kUdpChecksumAt, wire::udp_checksum(buf));
     } else {
       std::memcpy(buf, prev, flen);
       readdress(buf, j.members[r], rank);
       std::memcpy(buf, mac, 6);
       store_le32(buf + flen - wire::kIcrcLen, icrc_member0 ^ crc::multiply(j.dest_crc[r], j.shift));
+      if (opt.udp_checksum) update_udp_checksum(prev, buf, flen);
       tx.submit(prev, static_cast<uint32_t>(flen));
       ++sent;
     }
@@ -717,6 +733,7 @@ bool Engine::Impl::emit(const Job& j, wire::SumcastHeader h, const uint8_t* payl
   if (len != 0) std::memcpy(out, payload, len);
   const size_t flen = wire::frame_len(len);
   icrc::stamp_frame(std::span<uint8_t>(buf, flen));
+  if (opt.udp_checksum) store_be16(buf + kUdpChecksumAt, wire::udp_checksum(buf));
   tx.submit(buf, static_cast<uint32_t>(flen));
   bump(counters.tx_packets);
   bump(counters.tx_bytes, flen);
@@ -815,6 +832,7 @@ void Engine::Impl::congested(const Pending& c, TxSink& tx) {
   store_be16(udp + 4, static_cast<uint16_t>(kCnpLen - wire::kUdpOffset));
   wire::write_cnp(buf + wire::kBthOffset, m.qpn);
   icrc::stamp(std::span<uint8_t>(ip, kCnpLen - wire::kIpOffset));
+  if (opt.udp_checksum) store_be16(buf + kUdpChecksumAt, wire::udp_checksum(buf));
   tx.submit(buf, static_cast<uint32_t>(kCnpLen));
   last = now != 0 ? now : 1;
   bump(counters.cnps_sent);

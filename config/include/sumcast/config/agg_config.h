@@ -80,8 +80,9 @@ struct DataplaneConfig {
   // dataplane.dtypes accepted, each once, in the order listed.
   std::vector<wire::Dtype> dtypes = {wire::Dtype::kFp32, wire::Dtype::kFp16, wire::Dtype::kBf16, wire::Dtype::kInt32,
                                      wire::Dtype::kFp64};
-  bool verify_icrc = true;  // dataplane.verify_icrc
-  bool multicast = false;   // dataplane.multicast: jobs that ask get results by IPv4 multicast (else per member)
+  bool verify_icrc = true;    // dataplane.verify_icrc
+  bool udp_checksum = false;  // dataplane.udp_checksum: fill the UDP checksum of every frame sent
+  bool multicast = false;     // dataplane.multicast: jobs that ask get results by IPv4 multicast (else per member)
   // dataplane.multicast_group: the first group, 239.255.77.0; job i's is base + i, i < max_jobs
   uint32_t multicast_group = 0xEFFF4D00;
   bool loss_notices = true;      // dataplane.loss_notices: jobs that ask are told of their ranks' lost contributions

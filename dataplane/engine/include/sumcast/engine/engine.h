@@ -154,6 +154,11 @@ struct EngineOptions {
   uint32_t qpn = 0x000100;  // this core's QPN (BTH DestQP of its contributions)
   uint8_t tos = 0;          // IPv4 TOS of every frame sent: DSCP << 2 | ECN (the ICRC masks it)
   bool verify_icrc = true;
+  // Fill the UDP checksum of every frame sent (wire::udp_checksum; docs/protocol.md §2) instead of
+  // leaving it zero. RoCE NICs ignore it; Linux coalesces (UDP GRO) only datagrams that carry one,
+  // so kernel UDP workers receive fewer, larger buffers. One pass over each result's bytes per
+  // result (the copies to the other members are updated from it, RFC 1624).
+  bool udp_checksum = false;
   uint32_t max_jobs = 64;
   uint32_t max_ranks = 256;
   uint32_t max_slots_per_job = 1024;
