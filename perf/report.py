@@ -94,6 +94,13 @@ def engine(path):
     sweep("jobs", "jobs", (1, 4, 16, 64))
     sweep("feed_KiB", "frame set KiB", (512, 1024, 4096, 16384, 65536))
 
+    print("\nUDP checksums on every result (dataplane.udp_checksum) vs none (fp32, ICRC on, n=8, same run):")
+    for payload in (1024, 4096):
+        c = cell(f"udp_checksum/fp32/payload:{payload}/icrc:on/n:8", "ns_per_pkt")
+        e = cell(f"engine/fp32/payload:{payload}/icrc:on/n:8", "ns_per_pkt")
+        if c and e:
+            print(f"  {payload:4} B: {c:7.1f} ns/packet with, {e:7.1f} without: {c / e:.2f}x")
+
     print("\nResults by multicast vs per-member replication (1 KiB fp32, ICRC on, same frames, passes alternating):")
     for n in (8, 64):
         name = f"multicast/fp32/payload:1024/icrc:on/n:{n}"

@@ -20,6 +20,8 @@
 //   memcpy/<dtype>/payload:<B>/n:8                         the floor's baseline: the same frames,
 //                                                          each copied once, nothing else (memory
 //                                                          traffic alone, measured in the same run)
+//   udp_checksum/fp32/payload:<B>/icrc:on/n:8             engine/... with EngineOptions::udp_checksum:
+//                                                          every result frame's UDP checksum filled
 //   scale/ranks:<n>, scale/slots:<S> (n=2),               1 KiB fp32, ICRC on: per-packet cost against
 //   scale/jobs:<J> (n=8), scale/feed_KiB:<K> (n=8)         ranks, slots, jobs, and the frame set's size
 //                                                          (from L2-resident to DRAM)
@@ -84,6 +86,7 @@ struct Scenario {
   size_t feed_bytes = kFeedBytes;  // target size of one pass's frames
   bool deterministic = false;      // JobSpec::deterministic
   bool multicast = false;          // JobSpec::multicast: one result frame per slot round, to a group
+  bool udp_checksum = false;       // EngineOptions::udp_checksum: every result frame checksummed
 };
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -134,8 +137,9 @@ void pool_release(void* p, void* ctx) {
   pool->free.emplace_back(bytes, block);
 }
 
-EngineOptions appliance_options(bool icrc) {
+EngineOptions appliance_options(bool icrc, bool udp_checksum = false) {
   EngineOptions o;
+  o.udp_checksum = udp_checksum;
   const uint8_t mac[6] = {0x02, 0x5C, 0x00, 0x00, 0x00, 0x01};
   std::memcpy(o.local_mac, mac, 6);
   o.local_ip = 0x0A4D0001;  // 10.77.0.1
@@ -187,7 +191,7 @@ struct Feed {
   uint64_t completions = 0;    // slot rounds completed per pass (all jobs)
 };
 
-Feed::Feed(const Scenario& s) : sc(s), options(appliance_options(s.icrc)) {
+Feed::Feed(const Scenario& s) : sc(s), options(appliance_options(s.icrc, s.udp_checksum)) {
   const size_t frame_len = wire::frame_len(s.payload);
   stride = round_up(kHeadroom + frame_len, 64);
   const size_t target = std::max<size_t>(s.feed_bytes / stride, 256);
@@ -602,6 +606,16 @@ void register_all() {
           run_engine, s)
           ->Apply(timed);
     }
+  }
+  // UDP checksums on every result (dataplane.udp_checksum) against engine/...: fp32, ICRC on, n = 8.
+  for (const uint32_t p : {1024u, 4096u}) {
+    Scenario s;
+    s.payload = p;
+    s.ranks = 8;
+    s.udp_checksum = true;
+    benchmark::RegisterBenchmark(("udp_checksum/fp32/payload:" + std::to_string(p) + "/icrc:on/n:8").c_str(),
+                                 run_engine, s)
+        ->Apply(timed);
   }
   // Results by multicast against replication: 1 KiB fp32, ICRC on.
   for (const uint32_t n : {8u, 64u}) {

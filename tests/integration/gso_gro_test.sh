@@ -8,12 +8,17 @@
 #   1. sumcastd as the appliance: exact, no ICRC drop on either side;
 #   2. the same with --udp-gso on: exact, segmented sends counted, still no ICRC drop at sumcastd;
 #   3. sumcast-serve (a kernel-UDP aggregator) on an aggregation node: exact, no ICRC drop;
-#   4. the same with --udp-gro off: exact, nothing coalesced; UDP_GRO refused nowhere.
-# What the kernel coalesced is printed, and not required: on this bed it coalesces nothing.
-# sumcastd's results carry UDP checksum 0, which UDP GRO never merges, and a kernel sender's
-# datagrams cross the veths one at a time. The splitting of coalesced buffers is checked by the
-# unit tests (shim_udp_transport_test, UdpTransport.Gro*), where loopback delivers a segmented
-# send whole. Takes ~10 s.
+#   4. the same with --udp-gro off: exact, nothing coalesced; UDP_GRO refused nowhere;
+#   5. sumcastd again, with dataplane.udp_checksum = true and each worker's veth set up to
+#      coalesce as a NIC's GRO does (tb_gro: GRO with threaded NAPI, TSO off on its switch port):
+#      exact, no datagram dropped by a worker's kernel for a bad checksum (Udp InCsumErrors),
+#      and results coalesced (Linux merges only datagrams with a checksum, so none would be
+#      without it).
+# In 1-4 what the kernel coalesced is printed, and not required: sumcastd's results carry UDP
+# checksum 0, which UDP GRO never merges, and without threaded NAPI a veth hands GRO one datagram
+# at a time. The splitting of coalesced buffers is also checked by the unit tests
+# (shim_udp_transport_test, UdpTransport.Gro*), where loopback delivers a segmented send whole.
+# Takes ~15 s.
 #
 # usage: gso_gro_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR SERVE MTU
 set -euo pipefail
@@ -86,5 +91,28 @@ run serve "$agg_ip"
 run serve-off "$agg_ip" --udp-gro off
 [ "$(sum serve-off gro_receives)" = 0 ] && [ "$(sum serve-off gro_segments)" = 0 ] ||
   fail "serve-off: results coalesced with --udp-gro off"
+
+# 5. Checksummed results, coalesced on the workers.
+# csum_errors: Udp InCsumErrors summed over the workers' namespaces (each has its own counters).
+csum_errors() {
+  local i s=0
+  for ((i = 0; i < WORLD; i++)); do
+    s=$((s + $(tb_exec "w$i" awk '$1 == "Udp:" && !h { for (k = 2; k <= NF; k++) if ($k == "InCsumErrors") c = k; h = 1; next }
+      $1 == "Udp:" { print $c }' /proc/net/snmp)))
+  done
+  echo "$s"
+}
+kill -TERM "$IT_APP_PID"
+wait "$IT_APP_PID" || fail "sumcastd exited $? on SIGTERM"
+IT_APP_PID=
+TB_JOB_TIMEOUT_MS=20000 tb_agg_conf "$IT_WORK/agg.conf" "$IT_WORK/token" "${pmd:-af_packet}" "udp_checksum = true;"
+tb_gro || fail "tb_gro could not set the workers' links up for GRO"
+it_start_appliance
+errors0=$(csum_errors)
+run sumcastd-csum "$TB_MGMT_IP"
+[ "$(csum_errors)" = "$errors0" ] ||
+  fail "sumcastd-csum: the workers' kernels dropped $(($(csum_errors) - errors0)) results for a bad UDP checksum"
+[ "$(sum sumcastd-csum gro_segments)" -gt "$(sum sumcastd-csum gro_receives)" ] ||
+  fail "sumcastd-csum: nothing coalesced from checksummed results ($(sum sumcastd-csum gro_receives) coalesced receives)"
 echo "PASS: MTU $MTU bed, $WORLD ranks exact with UDP GRO on (sumcastd, sumcast-serve) and off, and with" \
-  "UDP GSO toward sumcastd; no ICRC drop; coalescing not checked here (see above)"
+  "UDP GSO toward sumcastd; no ICRC drop; sumcastd's checksummed results pass the kernels' check and coalesce"

@@ -6,6 +6,7 @@
 #                     1500; e.g. 9000 for jumbo frames) is the MTU of every link, both ends
 #                     (tb_add_node's too); tb_agg_conf follows it (below).
 #   tb_add_node NAME IP [RATE]  one more host on the switch (scale-out aggregation nodes)
+#   tb_gro            the workers' links coalesce what they receive (GRO), as a NIC's do (below)
 #   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables
 #                     (on the routed bed: of the RoCEv2 frames the router forwards, counted).
 #   tb_up_routed N    the routed bed instead: N workers in two subnets (even ranks TB_NET_A, odd
@@ -252,6 +253,20 @@ tb_down() {
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$TB_PREFIX-" || true); do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
+# tb_gro: lets the kernel coalesce (GRO) the datagrams each worker receives, as a NIC's GRO does:
+# GRO (NAPI) on the worker's veth, threaded NAPI there, and TSO off on its switch port (veth
+# passes only frames from a sender without TSO, or a local socket's, to its peer's GRO). Linux
+# coalesces only UDP datagrams with a checksum: the appliance needs dataplane.udp_checksum.
+tb_gro() {
+  local i
+  for ((i = 0; i < TB_N; i++)); do
+    tb_exec sw ethtool -K "p$i" tso off >/dev/null || return 1
+    tb_exec "w$i" ethtool -K "$TB_WORKER_IF" gro off >/dev/null || return 1
+    tb_exec "w$i" ethtool -K "$TB_WORKER_IF" gro on >/dev/null || return 1
+    [ "${TB_GRO_THREADED:-1}" = 0 ] || tb_exec "w$i" sh -c "echo 1 >/sys/class/net/$TB_WORKER_IF/threaded" || return 1
   done
 }
 
