@@ -268,6 +268,12 @@ def cluster(path):
             if best:
                 print(f"  ratio to the better MPI ({best:.2f} s/GB): workers {w / best if w else 0:.2f}x, "
                       f"workers + appliance {total / best if total else 0:.2f}x")
+        port = case.get("appliance_port")
+        if port and port.get("ipackets") is not None:
+            missed = port.get("imissed") or 0
+            print(f"appliance port over the Sumcast runs: {port['ipackets']} frames received, {missed} missed "
+                  f"({100 * missed / max(1, port['ipackets'] + missed):.2f}%: the kernel's ring under the PMD overflowed, "
+                  f"which the workers see as loss), rx_nombuf {port.get('rx_nombuf')}, ierrors {port.get('ierrors')}")
     if data.get("notes"):
         print("\n" + "\n".join(data["notes"]))
 
