@@ -71,6 +71,15 @@ JobSpec job_spec(uint32_t job_id, Dtype dtype, ReduceOp op, uint32_t world, uint
   return j;
 }
 
+// The same job with results by multicast, to kGroupIp / kGroupMac.
+JobSpec multicast_job_spec(uint32_t job_id, Dtype dtype, ReduceOp op, uint32_t world, uint16_t slots) {
+  JobSpec j = job_spec(job_id, dtype, op, world, slots);
+  j.multicast = true;
+  j.mcast_ip = kGroupIp;
+  std::memcpy(j.mcast_mac, kGroupMac, 6);
+  return j;
+}
+
 uint64_t get(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 uint64_t drops(const Engine& e, DropReason r) { return get(e.counters().drops[static_cast<size_t>(r)]); }
 uint64_t total_drops(const Engine& e) {
@@ -304,10 +313,7 @@ TEST(EngineTest, MulticastJobSendsOneResultFrameToTheGroupPerSlot) {
   const EngineOptions o = appliance();
   Engine e(o);
   MemoryTxSink tx;
-  JobSpec job = job_spec(5, Dtype::kBf16, ReduceOp::kSum, 4, 3);
-  job.multicast = true;
-  job.mcast_ip = kGroupIp;
-  std::memcpy(job.mcast_mac, kGroupMac, 6);
+  const JobSpec job = multicast_job_spec(5, Dtype::kBf16, ReduceOp::kSum, 4, 3);
   ASSERT_TRUE(e.add_job(job).ok());
   std::vector<std::vector<uint8_t>> frames;
   for (uint16_t r = 0; r < 4; ++r) {
@@ -860,10 +866,7 @@ TEST(EngineTest, RemoveJobSendsAbortsToEveryMemberAndFreesItsMemory) {
     Engine e(o);
     MemoryTxSink tx;
     const JobSpec a = job_spec(11, Dtype::kFp16, ReduceOp::kSum, 4, 8);
-    JobSpec b = job_spec(12, Dtype::kFp32, ReduceOp::kSum, 3, 8);
-    b.multicast = true;
-    b.mcast_ip = kGroupIp;
-    std::memcpy(b.mcast_mac, kGroupMac, 6);
+    const JobSpec b = multicast_job_spec(12, Dtype::kFp32, ReduceOp::kSum, 3, 8);
     const JobSpec c = job_spec(13, Dtype::kFp32, ReduceOp::kSum, 2, 8);
     ASSERT_TRUE(e.add_job(a).ok());
     ASSERT_TRUE(e.add_job(b).ok());
@@ -1070,35 +1073,45 @@ std::vector<uint8_t> result_from_scratch(const JobSpec& job, const EngineOptions
   return {buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(len)};
 }
 
+// With EngineOptions::udp_checksum on too: then each copy carries the checksum RFC 768 defines
+// (check_sent_frame verifies it from the definition; the first copy's is summed in full, the
+// others updated from it), and its bytes are otherwise the same.
 TEST(EngineTest, ReplicatedResultsMatchFramesBuiltFromScratchAtEveryLength) {
-  const EngineOptions o = appliance();
   constexpr uint32_t kWorld = 5;
-  for (const Dtype dtype : {Dtype::kBf16, Dtype::kFp32}) {
-    for (const size_t refused : {size_t{0}, size_t{2}}) {
-      SCOPED_TRACE(std::string(wire::dtype_name(dtype)) + " refused " + std::to_string(refused));
-      Engine e(o);
-      const JobSpec job = job_spec(9, dtype, ReduceOp::kSum, kWorld, 1, 2048);
-      ASSERT_TRUE(e.add_job(job).ok());
-      const size_t max_count = 2048 / wire::dtype_size(dtype);
-      uint32_t round = 0;
-      for (const size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{255}, size_t{256}, max_count - 1, max_count}) {
-        SCOPED_TRACE(count);
-        const Chunk ch{0, round++, 7, 1000 * count, static_cast<uint16_t>(count)};
-        RefusingTxSink tx(refused);
-        for (uint16_t r = 0; r < kWorld; ++r) {
-          const auto f = contribution(job, o, r, ch);
-          const PacketView v{f.data(), static_cast<uint32_t>(f.size())};
-          e.process_burst(std::span<const PacketView>(&v, 1), tx);
+  for (const bool udp_checksum : {false, true}) {
+    EngineOptions o = appliance();
+    o.udp_checksum = udp_checksum;
+    for (const Dtype dtype : {Dtype::kBf16, Dtype::kFp32}) {
+      for (const size_t refused : {size_t{0}, size_t{2}}) {
+        SCOPED_TRACE(std::string(wire::dtype_name(dtype)) + " refused " + std::to_string(refused) +
+                     (udp_checksum ? ", UDP checksums" : ""));
+        Engine e(o);
+        const JobSpec job = job_spec(9, dtype, ReduceOp::kSum, kWorld, 1, 2048);
+        ASSERT_TRUE(e.add_job(job).ok());
+        const size_t max_count = 2048 / wire::dtype_size(dtype);
+        uint32_t round = 0;
+        for (const size_t count :
+             {size_t{1}, size_t{2}, size_t{3}, size_t{255}, size_t{256}, max_count - 1, max_count}) {
+          SCOPED_TRACE(count);
+          const Chunk ch{0, round++, 7, 1000 * count, static_cast<uint16_t>(count)};
+          RefusingTxSink tx(refused);
+          for (uint16_t r = 0; r < kWorld; ++r) {
+            const auto f = contribution(job, o, r, ch);
+            const PacketView v{f.data(), static_cast<uint32_t>(f.size())};
+            e.process_burst(std::span<const PacketView>(&v, 1), tx);
+          }
+          ASSERT_EQ(tx.frames.size(), kWorld - refused);
+          const auto want = encode_elements(dtype, expected(ReduceOp::kSum, kWorld, 0, ch.round, count));
+          for (size_t i = 0; i < tx.frames.size(); ++i) {
+            const auto rank = static_cast<uint16_t>(refused + i);
+            check_sent_frame(tx.frames[i], job, o, rank, wire::MsgType::kResult);
+            std::vector<uint8_t> sent = tx.frames[i];
+            store_be16(sent.data() + wire::kUdpOffset + 6, 0);  // result_from_scratch leaves it 0
+            EXPECT_EQ(sent, result_from_scratch(job, o, rank, ch, want)) << "rank " << rank;
+          }
         }
-        ASSERT_EQ(tx.frames.size(), kWorld - refused);
-        const auto want = encode_elements(dtype, expected(ReduceOp::kSum, kWorld, 0, ch.round, count));
-        for (size_t i = 0; i < tx.frames.size(); ++i) {
-          const auto rank = static_cast<uint16_t>(refused + i);
-          check_sent_frame(tx.frames[i], job, o, rank, wire::MsgType::kResult);
-          EXPECT_EQ(tx.frames[i], result_from_scratch(job, o, rank, ch, want)) << "rank " << rank;
-        }
+        EXPECT_EQ(drops(e, DropReason::kTxNoBuffer), 7 * refused);
       }
-      EXPECT_EQ(drops(e, DropReason::kTxNoBuffer), 7 * refused);
     }
   }
 }
@@ -1589,49 +1602,17 @@ TEST(EngineTest, LossNoticesStayOnTheCoreThatOwnsBothSlots) {
 
 // ---- UDP checksums (EngineOptions::udp_checksum; docs/protocol.md §2) ------------------------
 
-// With udp_checksum on, every frame the engine sends carries the checksum RFC 768 defines
-// (check_sent_frame verifies it from the definition), whatever path built it: each member's copy
-// of a result (the first built and summed in full, the others updated from it) at every length,
-// also when the first members' buffers are refused; a multicast result and the unicast answer to
-// a rank that asks again; a loss notice; a CNP. The bytes are otherwise those sent without it.
+// With udp_checksum on, every other kind of frame the engine sends carries the checksum RFC 768
+// defines too (check_sent_frame verifies it from the definition; results to each member:
+// ReplicatedResultsMatchFramesBuiltFromScratchAtEveryLength): a multicast result and the unicast
+// answer to a rank that asks again; a loss notice; a CNP.
 TEST(EngineTest, EveryFrameSentCarriesItsUdpChecksumWhenAsked) {
   EngineOptions o = appliance();
   o.udp_checksum = true;
   o.cnp_interval_ticks = uint64_t{1} << 62;
-  constexpr uint32_t kWorld = 5;
-  for (const size_t refused : {size_t{0}, size_t{2}}) {
-    SCOPED_TRACE("refused " + std::to_string(refused));
-    Engine e(o);
-    const JobSpec job = job_spec(9, Dtype::kBf16, ReduceOp::kSum, kWorld, 1, 2048);
-    ASSERT_TRUE(e.add_job(job).ok());
-    uint32_t round = 0;
-    for (const size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{255}, size_t{1023}, size_t{1024}}) {
-      SCOPED_TRACE(count);
-      const Chunk ch{0, round++, 7, 1000 * count, static_cast<uint16_t>(count)};
-      RefusingTxSink tx(refused);
-      for (uint16_t r = 0; r < kWorld; ++r) {
-        const auto f = contribution(job, o, r, ch);
-        const PacketView v{f.data(), static_cast<uint32_t>(f.size())};
-        e.process_burst(std::span<const PacketView>(&v, 1), tx);
-      }
-      ASSERT_EQ(tx.frames.size(), kWorld - refused);
-      const auto want = encode_elements(Dtype::kBf16, expected(ReduceOp::kSum, kWorld, 0, ch.round, count));
-      for (size_t i = 0; i < tx.frames.size(); ++i) {
-        const auto rank = static_cast<uint16_t>(refused + i);
-        check_sent_frame(tx.frames[i], job, o, rank, wire::MsgType::kResult);
-        std::vector<uint8_t> without = tx.frames[i];
-        store_be16(without.data() + wire::kUdpOffset + 6, 0);
-        EXPECT_EQ(without, result_from_scratch(job, o, rank, ch, want)) << "rank " << rank;
-      }
-    }
-  }
-
   Engine e(o);
   MemoryTxSink tx;
-  JobSpec mc = job_spec(5, Dtype::kFp32, ReduceOp::kSum, 2, 1);
-  mc.multicast = true;
-  mc.mcast_ip = kGroupIp;
-  std::memcpy(mc.mcast_mac, kGroupMac, 6);
+  const JobSpec mc = multicast_job_spec(5, Dtype::kFp32, ReduceOp::kSum, 2, 1);
   ASSERT_TRUE(e.add_job(mc).ok());
   feed(e, tx, {contribution(mc, o, 0, {0, 0, 1, 0, 33}), contribution(mc, o, 1, {0, 0, 1, 0, 33})});
   ASSERT_EQ(tx.frames().size(), 1u);
