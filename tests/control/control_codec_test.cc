@@ -210,41 +210,42 @@ TEST(ControlCodecLayout, MulticastWishIsRegisterByte27Bit1) {
   EXPECT_FALSE(plain.multicast) << "a registration without the bit keeps unicast results";
 }
 
+// A message with loss_notices set and the other flags off: the flag byte at `byte` (after the
+// header) is 0x04, 0x07 with multicast and deterministic too, and decodes to loss_notices alone;
+// without any flag the byte is 0x00 (as before the bit existed) and decodes without it.
+template <class Msg>
+void expect_loss_notice_bit(Msg m, size_t byte) {
+  m.multicast = m.deterministic = false;
+  m.loss_notices = true;
+  const Bytes with = enc(m);
+  EXPECT_EQ(with[kControlHeaderLen + byte], 0x04);
+  m.deterministic = m.multicast = true;
+  EXPECT_EQ(enc(m)[kControlHeaderLen + byte], 0x07);
+  Msg d;
+  ASSERT_EQ(decode(std::span<const uint8_t>(with), &d), ControlError::kOk);
+  EXPECT_TRUE(d.loss_notices);
+  EXPECT_FALSE(d.multicast);
+  EXPECT_FALSE(d.deterministic);
+  m.loss_notices = m.multicast = m.deterministic = false;
+  const Bytes without = enc(m);
+  EXPECT_EQ(without[kControlHeaderLen + byte], 0x00);
+  Msg n;
+  ASSERT_EQ(decode(std::span<const uint8_t>(without), &n), ControlError::kOk);
+  EXPECT_FALSE(n.loss_notices);
+}
+
 // Loss notices: REGISTER byte 27 bit 2 asks, GRANT byte 24 bit 2 grants; each alone and with the
 // other flags, both ways; a message without the bit is byte-identical to one from before it.
 TEST(ControlCodecLayout, LossNoticesAreRegisterByte27Bit2AndGrantByte24Bit2) {
-  RegisterMsg r = sample_register();
-  r.loss_notices = true;
-  const Bytes reg = enc(r);
-  EXPECT_EQ(reg[kControlHeaderLen + 27], 0x04);
-  r.deterministic = r.multicast = true;
-  EXPECT_EQ(enc(r)[kControlHeaderLen + 27], 0x07);
-  RegisterMsg rd;
-  ASSERT_EQ(decode(std::span<const uint8_t>(reg), &rd), ControlError::kOk);
-  EXPECT_TRUE(rd.loss_notices);
-  EXPECT_FALSE(rd.multicast);
-  EXPECT_FALSE(rd.deterministic);
-  RegisterMsg plain;
-  ASSERT_EQ(decode(std::span<const uint8_t>(enc(sample_register())), &plain), ControlError::kOk);
-  EXPECT_FALSE(plain.loss_notices);
-  EXPECT_EQ(enc(sample_register())[kControlHeaderLen + 27], 0x00);
-
-  GrantMsg g = sample_grant();
-  g.multicast = false;
-  g.loss_notices = true;
-  const Bytes grant = enc(g);
-  EXPECT_EQ(grant[kControlHeaderLen + 24], 0x04);
-  g.multicast = g.deterministic = true;
-  EXPECT_EQ(enc(g)[kControlHeaderLen + 24], 0x07);
-  GrantMsg gd;
-  ASSERT_EQ(decode(std::span<const uint8_t>(grant), &gd), ControlError::kOk);
-  EXPECT_TRUE(gd.loss_notices);
-  EXPECT_FALSE(gd.multicast);
-  EXPECT_FALSE(gd.deterministic);
-  g.loss_notices = false;
-  GrantMsg gn;
-  ASSERT_EQ(decode(std::span<const uint8_t>(enc(g)), &gn), ControlError::kOk);
-  EXPECT_FALSE(gn.loss_notices);
+  {
+    SCOPED_TRACE("REGISTER");
+    expect_loss_notice_bit(sample_register(), 27);
+  }
+  {
+    SCOPED_TRACE("GRANT");
+    expect_loss_notice_bit(sample_grant(), 24);
+  }
+  EXPECT_EQ(enc(sample_register())[kControlHeaderLen + 27], 0x00) << "the sample asks for no flag";
 }
 
 TEST(ControlCodecLayout, AbortMatchesTable) {
