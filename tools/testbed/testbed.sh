@@ -3,7 +3,8 @@
 #   tb_up N [RATE]    appliance namespace + N worker namespaces on one L2 "switch" (a bridge in
 #                     its own namespace); RATE (e.g. 200mbit) shapes every worker link with tbf in
 #                     both directions and the appliance's data link to N x RATE (its tbf bucket N
-#                     times as deep, so that it holds as many milliseconds as the workers' do). TB_MTU (default
+#                     times as deep, so that it holds as many milliseconds as the workers' do;
+#                     TB_APP_BURST, e.g. 64kb, sets it). TB_MTU (default
 #                     1500; e.g. 9000 for jumbo frames) is the MTU of every link, both ends
 #                     (tb_add_node's too); tb_agg_conf follows it (below).
 #   tb_add_node NAME IP [RATE]  one more host on the switch (scale-out aggregation nodes)
@@ -116,9 +117,9 @@ tb_up() {
   done
   if [ -n "$rate" ]; then
     local num=${rate%%[a-zA-Z]*} unit=${rate##*[0-9.]}
-    # n x RATE with an n times deeper bucket: with 64kb (0.33 ms at 1.6 Gbit/s) it delivered only
-    # 0.90 R per worker at n = 8 on 2 CPUs, with 512kb 0.96-0.97 R (README, Performance).
-    _tb_shape "$(tb_ns sw)" pd "$((num * n))$unit" "$((64 * n))kb"
+    # n x RATE with an n times deeper bucket (TB_APP_BURST overrides it): with 64kb (0.33 ms at
+    # 1.6 Gbit/s) it delivered only about 0.90 R per worker at n = 8 on 2 CPUs (README, Performance).
+    _tb_shape "$(tb_ns sw)" pd "$((num * n))$unit" "${TB_APP_BURST:-$((64 * n))kb}"
   fi
   for ((i = 0; i < n; i++)); do _tb_wait_reach "w$i" "$TB_MGMT_IP" || return 1; done
 }
@@ -272,7 +273,7 @@ tb_gro() {
     tb_exec sw ethtool -K "p$i" tso off >/dev/null || return 1
     tb_exec "w$i" ethtool -K "$TB_WORKER_IF" gro off >/dev/null || return 1
     tb_exec "w$i" ethtool -K "$TB_WORKER_IF" gro on >/dev/null || return 1
-    [ "${TB_GRO_THREADED:-1}" = 0 ] || tb_exec "w$i" sh -c "echo 1 >/sys/class/net/$TB_WORKER_IF/threaded" || return 1
+    tb_exec "w$i" sh -c "echo 1 >/sys/class/net/$TB_WORKER_IF/threaded" || return 1
   done
 }
 
