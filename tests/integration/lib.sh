@@ -82,6 +82,9 @@ it_begin() {
 }
 
 it_start_appliance() {
+  # A restart's wait must not find the last sumcastd's "ready": the `&` below truncates the log
+  # only once its subshell runs, which may be after the wait first looks. The old log is kept.
+  [ ! -f "$IT_WORK/sumcastd.log" ] || mv "$IT_WORK/sumcastd.log" "$IT_WORK/sumcastd.$(date +%s%N).log"
   ip netns exec "$(tb_ns app)" "$SUMCASTD" -c "$IT_WORK/agg.conf" >"$IT_WORK/sumcastd.log" 2>&1 &
   IT_APP_PID=$!
   tb_wait_line "$IT_WORK/sumcastd.log" "^sumcastd: ready" 60 "$IT_APP_PID" || fail "sumcastd did not become ready"
