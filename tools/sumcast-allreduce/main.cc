@@ -16,6 +16,10 @@
 // result (docs/fidelity.md): the rank-order sum in the accumulator type, rounded once. --dump
 // writes the results' bytes, to compare runs bitwise.
 //
+// Timing, as MPI benchmarks time it: before each timed call the ranks meet in a one-element
+// all-reduce (their MPI_Barrier), after the untimed preparation of that call (new inputs and
+// expected results with --check), so that no rank's time includes another's preparation.
+//
 // Exit status: 0 when every call succeeded and every check passed, 1 otherwise, 2 on bad usage.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -403,8 +407,27 @@ int parse_args(int argc, char** argv, Options* o) {
 
 // ---- Deterministic inputs -----------------------------------------------------------------
 
-int input_value(int rank, uint64_t i, int salt) {
+constexpr int input_value(int rank, uint64_t i, int salt) {
   return static_cast<int>((i * 7 + static_cast<uint64_t>(rank) * 13 + static_cast<uint64_t>(salt)) % 9) - 4;
+}
+
+// input_value repeats every kInputPeriod elements (7 * 9 is a multiple of 9), and so do the sums,
+// minima and maxima of it: fill_input and fill_expected compute one period from the definition and
+// tile it, so that the check costs each rank O(count), not O(count * world), per call (on a bed
+// whose ranks share the CPUs, the check of one rank ran while the others' calls were timed).
+constexpr uint64_t kInputPeriod = 9;
+static_assert(input_value(0, 0, 0) == input_value(0, kInputPeriod, 0) &&
+              input_value(5, 3, 7) == input_value(5, 3 + 40 * kInputPeriod, 7) &&
+              input_value(1234, 8, 99) == input_value(1234, 8 + kInputPeriod, 99));
+
+// p holds the first min(count, kInputPeriod) elements of es bytes; repeats them up to count.
+void tile_period(uint8_t* p, uint64_t count, size_t es) {
+  uint64_t have = std::min(count, kInputPeriod);
+  while (have < count) {  // `have` stays a multiple of the period until the last copy
+    const uint64_t n = std::min(have, count - have);
+    std::memcpy(p + have * es, p, n * es);
+    have += n;
+  }
 }
 
 uint16_t half_of_int(int v) {  // exact for |v| <= 2048
@@ -489,13 +512,12 @@ void store_real(Dtype d, uint8_t* p, double v) {
 
 void fill_input(Dtype d, bool real, uint8_t* p, uint64_t count, int rank, int salt) {
   const size_t es = sumcast::wire::dtype_size(d);
-  for (uint64_t i = 0; i < count; ++i) {
-    if (real) {
-      store_real(d, p + i * es, real_value(rank, i, salt));
-    } else {
-      store_int(d, p + i * es, input_value(rank, i, salt));
-    }
+  if (real) {
+    for (uint64_t i = 0; i < count; ++i) store_real(d, p + i * es, real_value(rank, i, salt));
+    return;
   }
+  for (uint64_t i = 0; i < std::min(count, kInputPeriod); ++i) store_int(d, p + i * es, input_value(rank, i, salt));
+  tile_period(p, count, es);
 }
 
 // The deterministic mode's result (docs/fidelity.md): x_0 + x_1 + ... + x_{n-1}, left to right in
@@ -552,7 +574,7 @@ void fill_expected_real(Dtype d, uint8_t* p, uint64_t count, int world, int salt
 
 void fill_expected(Dtype d, ReduceOp op, uint8_t* p, uint64_t count, int world, int salt) {
   const size_t es = sumcast::wire::dtype_size(d);
-  for (uint64_t i = 0; i < count; ++i) {
+  for (uint64_t i = 0; i < std::min(count, kInputPeriod); ++i) {
     int acc = input_value(0, i, salt);
     for (int r = 1; r < world; ++r) {
       const int x = input_value(r, i, salt);
@@ -560,6 +582,7 @@ void fill_expected(Dtype d, ReduceOp op, uint8_t* p, uint64_t count, int world, 
     }
     store_int(d, p + i * es, acc);
   }
+  tile_period(p, count, es);
 }
 
 uint64_t count_wrong(const uint8_t* got, const uint8_t* want, uint64_t count, size_t es) {
@@ -758,8 +781,8 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
 
 void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh);
 
-// One size's runs, for both modes: `warm()` (untimed) before each warm-up call, the one-element
-// all-reduce that lines the ranks up, then per timed iteration `prepare(it)` (untimed), the timed
+// One size's runs, for both modes: `warm()` (untimed) before each warm-up call, then per timed
+// iteration `prepare(it)` (untimed), the one-element all-reduce that lines the ranks up, the timed
 // `call()` and `wrong()` (elements wrong, counted with --check); the row goes to the shared
 // results and the first local rank's `result` bytes to the dump. False after a failure (recorded).
 bool run_one_size(const Options& o, Communicator& comm, int rank, bool report, Shared* sh, Row row,
@@ -785,14 +808,16 @@ bool run_one_size(const Options& o, Communicator& comm, int rank, bool report, S
     warm();
     if (!one()) return false;
   }
-  uint8_t barrier_buf[8] = {};
-  if (Status st = comm.allreduce(barrier_buf, barrier_buf, 1); !st.ok()) {
-    record_error(sh, rank, st.to_string());
-    return false;
-  }
   double busy_us = 0;
   for (int it = 0; it < o.iters; ++it) {
     prepare(it);
+    // Every rank starts the timed call together, as MPI benchmarks do with MPI_Barrier: without it
+    // a rank's time would include another rank's prepare().
+    uint8_t barrier_buf[8] = {};
+    if (Status st = comm.allreduce(barrier_buf, barrier_buf, 1); !st.ok()) {
+      record_error(sh, rank, st.to_string());
+      return false;
+    }
     // The network and the appliance idle this long before the call (adaptive idle polling is
     // then asleep when the call's first packet arrives): a pause, not a synchronisation.
     if (o.gap_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.gap_us));
