@@ -4,6 +4,7 @@
 
 #include "located_error.h"
 #include "sumcast/config/agg_config.h"
+#include "sumcast/config/vdev.h"
 #include "sumcast/token_file.h"
 #include "sumcast/wire/format.h"
 #include "value_forms.h"
@@ -27,6 +28,7 @@ class Validator {
     SUMCAST_RETURN_IF_ERROR(check_gateway());
     SUMCAST_RETURN_IF_ERROR(check_routes());
     SUMCAST_RETURN_IF_ERROR(check_mtu());
+    SUMCAST_RETURN_IF_ERROR(check_af_packet_ring());
     SUMCAST_RETURN_IF_ERROR(check_mbufs());
     SUMCAST_RETURN_IF_ERROR(check_multicast_group());
     SUMCAST_RETURN_IF_ERROR(check_listen_address());
@@ -153,6 +155,23 @@ class Validator {
                                    std::to_string(wire::kFrameOverhead - wire::kEthHeaderLen) +
                                    " bytes of IPv4/UDP/RoCE headers and ICRC need an MTU of at least " +
                                    std::to_string(needed) + ")");
+    }
+    return {};
+  }
+
+  // A net_af_packet port: its ring geometry is one the kernel and the PMD take, and a ring frame
+  // holds a whole frame of port.mtu (the PMD drops, and the kernel truncates, what does not fit).
+  Status check_af_packet_ring() const {
+    const VdevArgs vdev = find_vdev(config_.eal.vdevs, config_.port.device);
+    if (!is_af_packet(vdev)) return {};
+    auto ring = af_packet_ring(vdev);
+    if (!ring.ok()) return error("eal.vdevs", ring.status().message());
+    const uint32_t need = af_packet_frame_size_for(config_.port.mtu);
+    if (ring->frame_size < need) {
+      return error("eal.vdevs", vdev.name + ": framesz=" + std::to_string(ring->frame_size) +
+                                    " holds no frame of port.mtu = " + std::to_string(config_.port.mtu) +
+                                    ": set framesz >= " + std::to_string(need) +
+                                    " (a ring frame holds one whole frame, 66 bytes in) and blocksz a multiple of it");
     }
     return {};
   }

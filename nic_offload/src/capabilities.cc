@@ -160,45 +160,6 @@ std::vector<std::pair<std::string, std::string>> describe(const PortCapabilities
   return rows;
 }
 
-std::string VdevArgs::get(const std::string& key) const {
-  for (const auto& [k, v] : options) {
-    if (k == key) return v;
-  }
-  return "";
-}
-
-VdevArgs parse_vdev(const std::string& vdev) {
-  VdevArgs out;
-  size_t start = 0;
-  bool first = true;
-  while (start <= vdev.size()) {
-    size_t end = vdev.find(',', start);
-    if (end == std::string::npos) end = vdev.size();
-    const std::string part = vdev.substr(start, end - start);
-    if (first) {
-      out.name = part;
-      first = false;
-    } else if (!part.empty()) {
-      const size_t eq = part.find('=');
-      if (eq == std::string::npos) {
-        out.options.emplace_back(part, "");
-      } else {
-        out.options.emplace_back(part.substr(0, eq), part.substr(eq + 1));
-      }
-    }
-    start = end + 1;
-  }
-  return out;
-}
-
-VdevArgs find_vdev(const std::vector<std::string>& vdevs, const std::string& device) {
-  for (const std::string& v : vdevs) {
-    VdevArgs a = parse_vdev(v);
-    if (a.name == device) return a;
-  }
-  return {};
-}
-
 PortCapabilities probe_device(uint16_t port_id, const VdevArgs& vdev) {
   PortCapabilities caps;
   rte_eth_dev_info info{};

@@ -1,7 +1,9 @@
 // agg.conf cross-field checks: lcores vs worker_cores, address forms, frame vs MTU, multicast
-// groups, the token file, the Prometheus endpoint, the port's device, the mempool size.
+// groups, the token file, the Prometheus endpoint, the port's device and its af_packet ring, the
+// mempool size.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 #include <utility>
@@ -283,6 +285,35 @@ TEST_F(AggValidate, DeviceMustBeAVdevOrAnAllowedPciAddress) {
                "port.device: 0000:3b:00.0 is not in eal.allow (EAL probes only the devices listed there)");
   // A device created by an extra EAL argument is accepted.
   expect_ok({{"port", "device = \"net_tap0\";"}, {"eal", "extra_args = [ \"--vdev=net_tap0,iface=t0\" ];"}});
+}
+
+TEST_F(AggValidate, AfPacketRingFramesMustHoldAFrameOfTheMtu) {
+  const auto lines = [](const std::string& vdev, int mtu) -> Lines {
+    return {{"port", "device = \"net_af_packet0\"; mtu = " + std::to_string(mtu) + ";"},
+            {"eal", "vdevs = [ \"" + vdev + "\" ];"}};
+  };
+  // The PMD's defaults (framesz 2048) hold a 1500-byte MTU's frame (1584 bytes from the ring
+  // frame's start, with a VLAN tag), not a 9000-byte one's.
+  expect_ok(lines("net_af_packet0,iface=d0", 1500));
+  expect_error(lines("net_af_packet0,iface=d0", 9000), "vdevs",
+               "eal.vdevs: net_af_packet0: framesz=2048 holds no frame of port.mtu = 9000: set framesz >= 9088 (a "
+               "ring frame holds one whole frame, 66 bytes in) and blocksz a multiple of it");
+  expect_ok(lines("net_af_packet0,iface=d0,framesz=9216,blocksz=36864", 9000));
+  expect_error(lines("net_af_packet0,iface=d0,framesz=9072,blocksz=36288", 9000), "vdevs",
+               "eal.vdevs: net_af_packet0: framesz=9072, blocksz=36288: blocksz must be a multiple of the page size (" +
+                   std::to_string(sysconf(_SC_PAGESIZE)) + ")");
+  // The PMD's alias, and a frame just large enough.
+  expect_ok({{"port", "device = \"eth_af_packet0\"; mtu = 9000;"},
+             {"eal", "vdevs = [ \"eth_af_packet0,iface=d0,framesz=9088,blocksz=290816\" ];"}});
+  expect_error(lines("net_af_packet0,iface=d0,framesz=9216,blocksz=16384", 9000), "vdevs",
+               "eal.vdevs: net_af_packet0: framesz=9216, blocksz=16384: blocksz must be a multiple of framesz (the "
+               "PMD finds frame i at i x framesz)");
+  expect_error(lines("net_af_packet0,iface=d0,framesz=2050,blocksz=4100", 1500), "vdevs",
+               "eal.vdevs: net_af_packet0: framesz=2050, blocksz=4100: framesz must be a multiple of 16");
+  expect_error(lines("net_af_packet0,iface=d0,framesz=big", 1500), "vdevs",
+               "eal.vdevs: net_af_packet0: framesz=big is not a number of bytes (1..2^30)");
+  // Other PMDs' frame sizes are theirs to check.
+  expect_ok({{"port", "device = \"net_pcap0\"; mtu = 9000;"}, {"eal", "vdevs = [ \"net_pcap0,iface=d0\" ];"}});
 }
 
 TEST_F(AggValidate, MempoolMustFillEveryWorkersRings) {

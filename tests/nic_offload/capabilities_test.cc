@@ -113,17 +113,5 @@ TEST(DescribeTest, RowsNameOffloadsAndFlowSupport) {
   EXPECT_EQ(rss_hash_names(0), "none");
 }
 
-TEST(VdevTest, ParsesNameAndOptions) {
-  const VdevArgs a = parse_vdev("net_af_xdp0,iface=d0,start_queue=0,xdp_prog=/opt/x.o");
-  EXPECT_EQ(a.name, "net_af_xdp0");
-  EXPECT_EQ(a.get("iface"), "d0");
-  EXPECT_EQ(a.get("xdp_prog"), "/opt/x.o");
-  EXPECT_EQ(a.get("queue_count"), "");
-  EXPECT_EQ(parse_vdev("net_null0").options.size(), 0u);
-  const VdevArgs found = find_vdev({"net_ring0", "net_af_xdp0,iface=d0"}, "net_af_xdp0");
-  EXPECT_EQ(found.get("iface"), "d0");
-  EXPECT_EQ(find_vdev({"net_ring0"}, "net_af_xdp0").name, "");
-}
-
 }  // namespace
 }  // namespace sumcast::nic_offload

@@ -283,17 +283,23 @@ tb_gro() {
 # af_xdp (with TB_XDP_PROG set: xdp_prog=$TB_XDP_PROG) or pcap (libpcap on the veth). The control
 # plane listens on the management address. port.mtu is TB_MTU, dataplane.max_payload_bytes the
 # largest RoCE payload (1024, 2048, 4096) it carries (port.mtu >= payload + 84, docs/agg.conf.md).
-# DPDK 22.11's net_af_packet takes no MTU above 1500 (its max_rx_pktlen is fixed at 1518, whatever
-# its framesz=) and net_af_xdp none above 3542: a jumbo bed's appliance runs on net_pcap, and this
-# refuses the others above what they take.
+# Above 1500, net_af_packet gets ring frames that hold a whole frame (framesz=, four frames per
+# block, TB_AF_PACKET_FRAMES of them, default 1024; sumcastd then leaves the MTU to the kernel
+# interface: docs/agg.conf.md). net_af_xdp takes no MTU above 3542 (a frame fits one page),
+# and this refuses it above that.
 tb_agg_conf() {
   local file=$1 token=$2 pmd=${3:-af_packet} extra=${4:-} payload=1024
   case $pmd in
-    af_packet) [ "$TB_MTU" -le 1500 ] || { echo "testbed: net_af_packet takes no MTU above 1500 (TB_MTU $TB_MTU): use pcap" >&2; return 1; } ;;
-    af_xdp) [ "$TB_MTU" -le 3542 ] || { echo "testbed: net_af_xdp takes no MTU above 3542 (TB_MTU $TB_MTU): use pcap" >&2; return 1; } ;;
+    af_xdp) [ "$TB_MTU" -le 3542 ] || { echo "testbed: net_af_xdp takes no MTU above 3542 (TB_MTU $TB_MTU): use af_packet or pcap" >&2; return 1; } ;;
   esac
   if [ "$TB_MTU" -ge 4180 ]; then payload=4096; elif [ "$TB_MTU" -ge 2132 ]; then payload=2048; fi
   local vdev="net_${pmd}0,iface=$TB_APP_DATA_IF"
+  # framesz: the frame at byte 66 of its ring frame and a VLAN tag (sumcastd checks it), rounded to
+  # 1 KiB so that four make a block of whole pages.
+  if [ "$pmd" = af_packet ] && [ "$TB_MTU" -gt 1500 ]; then
+    local fs=$(((TB_MTU + 84 + 1023) / 1024 * 1024))
+    vdev="$vdev,framesz=$fs,blocksz=$((4 * fs)),framecnt=${TB_AF_PACKET_FRAMES:-1024}"
+  fi
   [ "$pmd" = af_xdp ] && vdev="net_af_xdp0,iface=$TB_APP_DATA_IF,start_queue=0,queue_count=1"
   # TB_XDP_PROG: the Sumcast XDP program (nic_offload/xdp, sumcast_xdp.o) for the af_xdp PMD to load.
   if [ "$pmd" = af_xdp ] && [ -n "${TB_XDP_PROG:-}" ]; then vdev="$vdev,xdp_prog=$TB_XDP_PROG"; fi

@@ -3,13 +3,16 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <linux/if_packet.h>
+#include <net/if.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_version.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -80,6 +83,26 @@ std::string stat_name(const char* raw) {
   return n;
 }
 
+// SIOCGIFMTU / SIOCSIFMTU: the kernel interface `iface` gets an MTU of at least `mtu`.
+Status raise_interface_mtu(const std::string& iface, uint32_t mtu) {
+  if (iface.empty() || iface.size() >= IFNAMSIZ) return Status::invalid_argument("no usable iface= in its vdev");
+  const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Status::from_errno("socket for SIOCGIFMTU");
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, iface.c_str(), iface.size());
+  Status st;
+  if (ioctl(s, SIOCGIFMTU, &ifr) != 0) {
+    st = Status::from_errno("MTU of interface " + iface);
+  } else if (static_cast<uint32_t>(ifr.ifr_mtu) < mtu) {
+    ifr.ifr_mtu = static_cast<int>(mtu);
+    if (ioctl(s, SIOCSIFMTU, &ifr) != 0) {
+      st = Status::from_errno("setting interface " + iface + "'s MTU to " + std::to_string(mtu));
+    }
+  }
+  ::close(s);
+  return st;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32_t worker_cores) {
@@ -110,10 +133,32 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
   info.caps = nic_offload::probe_device(port_id, vdev);
   if (info.caps.xdp_program) port->xdp_iface_ = vdev.get("iface");
   info.mtu = pc.mtu;
-  if (pc.mtu > dev_info.max_mtu || pc.mtu < dev_info.min_mtu) {
+  // The largest MTU rte_eth_dev_configure takes: max_mtu, where the PMD says one, bounded by its
+  // max_rx_pktlen (as ethdev checks it).
+  const uint32_t pktlen_mtu = dev_info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN
+                                  ? dev_info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
+                                  : 0;
+  const uint16_t max_mtu = static_cast<uint16_t>(std::min<uint32_t>(dev_info.max_mtu, pktlen_mtu));
+  // The MTU DPDK is told; on net_af_packet above 1500 the kernel interface's own (below).
+  uint16_t ethdev_mtu = pc.mtu;
+  uint32_t ring_frame_data = 0;  // net_af_packet: the frame bytes one ring frame carries
+  if (config::is_af_packet(vdev)) {
+    // validate_agg_config checked the geometry and that a ring frame holds a frame of port.mtu.
+    auto ring = config::af_packet_ring(vdev);
+    if (!ring.ok()) return Status::invalid_argument(config.path + ": eal.vdevs: " + ring.status().message());
+    ring_frame_data = ring->frame_data();
+    if (pc.mtu > max_mtu) {
+      // DPDK 22.11's net_af_packet reports a 1518-byte max_rx_pktlen whatever its framesz=, but its
+      // rings carry every frame that fits a ring frame, both ways: above 1500 the MTU is the
+      // kernel interface's (set below), and DPDK is told its own maximum.
+      ethdev_mtu = max_mtu;
+      port->kernel_mtu_iface_ = vdev.get("iface");
+    }
+  }
+  if (ethdev_mtu > max_mtu || pc.mtu < dev_info.min_mtu) {
     return Status::invalid_argument(config.path + ": port.mtu: " + std::to_string(pc.mtu) + " outside what " +
                                     info.driver + " supports (" + std::to_string(dev_info.min_mtu) + ".." +
-                                    std::to_string(dev_info.max_mtu) + ")");
+                                    std::to_string(max_mtu) + ")");
   }
   int socket = rte_eth_dev_socket_id(port_id);
   if (socket < 0) socket = static_cast<int>(rte_socket_id());
@@ -122,9 +167,12 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
 
   // Pools: rx buffers hold one MTU-sized frame (AF_XDP needs them within a page); tx buffers hold
   // any frame the engine builds (TxSink contract: wire::kMaxFrameLen).
+  // (net_af_packet copies a ring frame into one mbuf, and refuses a pool whose buffers are smaller.)
   info.rx_data_room =
       RTE_PKTMBUF_HEADROOM +
-      std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, pc.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN);
+      std::max({static_cast<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM),
+                static_cast<uint32_t>(pc.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 2 * RTE_VLAN_HLEN),
+                ring_frame_data});
   info.tx_data_room = RTE_PKTMBUF_HEADROOM + static_cast<uint32_t>(wire::kMaxFrameLen);
   const uint32_t mbufs = config.dataplane.mbufs;
   port->rx_pool_ = create_pool("sumcast_rx_" + std::to_string(port_id), mbufs, info.rx_data_room, socket);
@@ -141,7 +189,7 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
   }
 
   rte_eth_conf conf{};
-  conf.rxmode.mtu = pc.mtu;
+  conf.rxmode.mtu = ethdev_mtu;
   conf.txmode.offloads = nic_offload::tx_offloads_to_enable(info.caps);
   if (info.queues > 1 && dev_info.flow_type_rss_offloads != 0) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
@@ -178,9 +226,13 @@ Result<std::unique_ptr<Port>> Port::open(const config::AggConfig& config, uint32
   info.plan = nic_offload::choose_plan(info.caps, worker_cores, info.queues);
   info.software_dispatch = info.plan.software_dispatch;
 
-  rc = rte_eth_dev_set_mtu(port_id, pc.mtu);
-  if (rc != 0 && rc != -ENOTSUP) {
-    return Status::io_error(what + ": set MTU " + std::to_string(pc.mtu) + ": " + errno_text(rc));
+  if (port->kernel_mtu_iface_.empty()) {
+    rc = rte_eth_dev_set_mtu(port_id, pc.mtu);
+    if (rc != 0 && rc != -ENOTSUP) {
+      return Status::io_error(what + ": set MTU " + std::to_string(pc.mtu) + ": " + errno_text(rc));
+    }
+  } else {
+    SUMCAST_RETURN_IF_ERROR(raise_interface_mtu(port->kernel_mtu_iface_, pc.mtu).with_context(what + ": "));
   }
 
   rte_ether_addr mac{};

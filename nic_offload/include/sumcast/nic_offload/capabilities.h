@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "sumcast/config/vdev.h"
 #include "sumcast/nic_offload/flow_rules.h"
 
 namespace sumcast::nic_offload {
@@ -73,17 +74,10 @@ std::string rss_hash_names(uint64_t rss_hash);
 std::string rx_offload_names(uint64_t offloads);
 std::string tx_offload_names(uint64_t offloads);
 
-// One "key=value" option list of a DPDK vdev argument, e.g.
-// "net_af_xdp0,iface=d0,xdp_prog=/x.o" -> name "net_af_xdp0", {iface: d0, xdp_prog: /x.o}.
-struct VdevArgs {
-  std::string name;
-  std::vector<std::pair<std::string, std::string>> options;
-  // The value of `key`, or "" when absent.
-  std::string get(const std::string& key) const;
-};
-VdevArgs parse_vdev(const std::string& vdev);
-// The vdev among `vdevs` whose name is `device`; name "" when none.
-VdevArgs find_vdev(const std::vector<std::string>& vdevs, const std::string& device);
+// The port's vdev arguments (parsed by config, which validates eal.vdevs).
+using config::find_vdev;
+using config::parse_vdev;
+using config::VdevArgs;
 
 // --- Runtime (needs the EAL and a configured port). ---
 

@@ -2,7 +2,10 @@
 // worker core (fewer when the PMD offers fewer: the lcores then dispatch in software), RSS when
 // more than one queue and the PMD hashes, the configured MTU, promiscuous mode off unless the
 // configured MAC cannot be programmed, and two mbuf pools: rx buffers sized for the MTU and tx
-// buffers that hold any frame the engine builds (wire::kMaxFrameLen).
+// buffers that hold any frame the engine builds (wire::kMaxFrameLen). On net_af_packet, whose
+// DPDK 22.11 PMD takes no MTU above 1500 although its rings carry larger frames, an MTU above 1500
+// is the kernel interface's (raised by open() when lower) and rx buffers hold a whole ring frame
+// (docs/agg.conf.md, "Jumbo frames on net_af_packet").
 //
 // NIC offloads (nic_offload, docs/nic_offload.md): open() probes the port's capabilities
 // (dev_info, then rte_flow_validate of the steering and filter rules once the queues exist) and
@@ -111,7 +114,8 @@ class Port {
   rte_mempool* tx_pool_ = nullptr;
   bool configured_ = false;
   bool started_ = false;
-  std::string xdp_iface_;  // iface= of an af_xdp vdev with xdp_prog=
+  std::string xdp_iface_;         // iface= of an af_xdp vdev with xdp_prog=
+  std::string kernel_mtu_iface_;  // iface= of an af_packet vdev whose MTU (above DPDK's) open() raised
   nic_offload::FlowInstaller flows_;
   std::unique_ptr<nic_offload::XdpProgram> xdp_;
   mutable std::mutex ring_mu_;       // guards the two below

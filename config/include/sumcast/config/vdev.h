@@ -1,0 +1,46 @@
+// DPDK vdev arguments as agg.conf's eal.vdevs holds them, and what sumcastd needs to know of one
+// before the EAL runs: the ring geometry of a net_af_packet vdev (docs/agg.conf.md, "Jumbo frames
+// on net_af_packet").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sumcast/status.h"
+
+namespace sumcast::config {
+
+// One "key=value" option list of a DPDK vdev argument, e.g.
+// "net_af_xdp0,iface=d0,xdp_prog=/x.o" -> name "net_af_xdp0", {iface: d0, xdp_prog: /x.o}.
+struct VdevArgs {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> options;
+  // The value of `key`, or "" when absent.
+  std::string get(const std::string& key) const;
+};
+VdevArgs parse_vdev(const std::string& vdev);
+// The vdev among `vdevs` whose name is `device`; name "" when none.
+VdevArgs find_vdev(const std::vector<std::string>& vdevs, const std::string& device);
+
+// A net_af_packet vdev (by its name, or the PMD's alias eth_af_packet).
+bool is_af_packet(const VdevArgs& vdev);
+
+// net_af_packet's ring geometry: framesz= and blocksz= (the PMD's defaults, 2048 and the page
+// size, where absent). An error says which value the kernel or the PMD would refuse: frames
+// aligned to 16 bytes, blocks of whole pages holding whole frames (the PMD finds frame i at
+// i x framesz).
+struct AfPacketRing {
+  uint32_t frame_size = 2048;
+  uint32_t block_size = 0;
+  // Frame bytes one ring frame carries (the PMD's tx limit, and what it requires of an rx mbuf):
+  // the frame less TPACKET_V2's header.
+  uint32_t frame_data() const;
+};
+Result<AfPacketRing> af_packet_ring(const VdevArgs& vdev);
+// The smallest framesz= whose ring frames hold a whole frame, with a VLAN tag, of an interface of
+// this MTU: the kernel writes a received frame 66 bytes into its ring frame (TPACKET_V2).
+uint32_t af_packet_frame_size_for(uint32_t mtu);
+
+}  // namespace sumcast::config
