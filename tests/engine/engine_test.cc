@@ -120,9 +120,12 @@ struct Chunk {
   uint16_t count = 0;
 };
 
-std::vector<uint8_t> contribution(const JobSpec& job, const EngineOptions& o, uint16_t rank, const Chunk& c) {
+// Rank `rank`'s contribution to chunk `c`; `tx_seq`: its number of that first transmission to
+// this core (loss notices).
+std::vector<uint8_t> contribution(const JobSpec& job, const EngineOptions& o, uint16_t rank, const Chunk& c,
+                                  uint32_t tx_seq = 0) {
   const auto payload = encode_elements(job.dtype, inputs(rank, c.slot, c.round, c.count));
-  return make_contribution_frame(job, o, {rank, c.slot, c.round, c.coll_seq, c.offset}, payload);
+  return make_contribution_frame(job, o, {rank, c.slot, c.round, c.coll_seq, c.offset, tx_seq}, payload);
 }
 
 void feed(Engine& e, MemoryTxSink& tx, const std::vector<std::vector<uint8_t>>& frames) {
@@ -1465,7 +1468,8 @@ TEST(EngineTest, PerMemberCeCountsStartFromZeroForEachJobOfAnyWorld) {
 
 // ---- Loss notices (docs/protocol.md §7) ------------------------------------------------------
 
-// The loss notices among the frames `tx` holds, fully checked as frames to `rank` (any rank).
+// The loss notices among the frames `tx` holds, fully checked as frames to `rank` (any rank): no
+// payload, no chunk, the number they name in `round` (with its version bit) and kFlagNoticeSeq.
 std::vector<wire::ParsedPacket> notices_in(const MemoryTxSink& tx, const JobSpec& job, const EngineOptions& o) {
   std::vector<wire::ParsedPacket> out;
   for (const auto& f : tx.frames()) {
@@ -1476,8 +1480,14 @@ std::vector<wire::ParsedPacket> notices_in(const MemoryTxSink& tx, const JobSpec
     check_sent_frame(f.bytes(), job, o, p.hdr.rank, wire::MsgType::kLossNotice);
     EXPECT_EQ(f.len, wire::frame_len(0)) << "a notice has no payload";
     EXPECT_EQ(p.payload_len, 0u);
-    EXPECT_EQ(p.hdr.flags, p.hdr.round & 1);
+    EXPECT_EQ(p.hdr.flags, wire::kFlagNoticeSeq | (p.hdr.round & 1));
+    EXPECT_LE(p.hdr.round, wire::kTxSeqMask);
+    EXPECT_EQ(p.hdr.slot, 0u);
+    EXPECT_EQ(p.hdr.coll_seq, 0u);
+    EXPECT_EQ(p.hdr.elem_count, 0u);
+    EXPECT_EQ(p.hdr.elem_offset, 0u);
     EXPECT_EQ(p.hdr.status, 0);
+    EXPECT_EQ(p.src_qp, o.qpn) << "from the core the contribution went to";
     out.push_back(p);
   }
   return out;
@@ -1488,11 +1498,11 @@ Chunk chunk_of(uint32_t j, uint16_t slots) {
   return {static_cast<uint16_t>(j % slots), j / slots, 0, uint64_t{j} * 4, 4};
 }
 
-// 3 ranks, 8 slots, one core (d = 3): rank 1 skips chunk 1. When rank 1's chunk 4 is accepted,
-// rank 1 alone gets one notice naming chunk 1's open round; ranks 0 and 2 get none, and nothing
-// else draws one (chunk 1 + d of ranks 0 and 2, rank 1's other chunks, whose chunk - d is
-// complete or does not exist). Its resend completes the round.
-TEST(EngineTest, LossNoticeGoesOnlyToTheRankWhoseEarlierContributionIsMissing) {
+// 3 ranks, 8 slots: each rank numbers its first transmissions 0, 1, 2, ...; rank 1's number 1
+// (chunk 1) is lost. Rank 1's chunk 2 (number 2) draws one notice, to rank 1 alone, naming number
+// 1; nothing else draws one: ranks 0 and 2 send in sequence, and rank 1's resend of chunk 1
+// (number 1 again: behind) completes the round without another.
+TEST(EngineTest, LossNoticeNamesTheTransmissionARankSkippedToThatRankAlone) {
   const EngineOptions o = appliance();
   Engine e(o);
   MemoryTxSink tx;
@@ -1503,17 +1513,14 @@ TEST(EngineTest, LossNoticeGoesOnlyToTheRankWhoseEarlierContributionIsMissing) {
     for (uint16_t r = 0; r < 3; ++r) {
       if (r == 1 && j == 1) continue;
       tx.clear();
-      feed(e, tx, contribution(job, o, r, chunk_of(j, 8)));
+      feed(e, tx, contribution(job, o, r, chunk_of(j, 8), j));
       const auto n = notices_in(tx, job, o);
-      if (r == 1 && j == 4) {
-        ASSERT_EQ(n.size(), 1u) << "rank 1's chunk 4 passed its missing chunk 1";
+      if (r == 1 && j == 2) {
+        ASSERT_EQ(n.size(), 1u) << "rank 1's number 2 came after its number 0";
         EXPECT_EQ(n[0].hdr.rank, 1u);
-        EXPECT_EQ(n[0].hdr.slot, 1u);
-        EXPECT_EQ(n[0].hdr.round, 0u);
-        EXPECT_EQ(n[0].hdr.coll_seq, 0u);
-        EXPECT_EQ(n[0].hdr.elem_offset, 4u);
-        EXPECT_EQ(n[0].hdr.elem_count, 4u);
+        EXPECT_EQ(n[0].hdr.round, 1u);
         EXPECT_EQ(n[0].dst_ip, job.members[1].ip);
+        EXPECT_EQ(n[0].dest_qp, job.members[1].qpn);
       } else {
         EXPECT_TRUE(n.empty()) << "rank " << r << " chunk " << j;
       }
@@ -1524,80 +1531,100 @@ TEST(EngineTest, LossNoticeGoesOnlyToTheRankWhoseEarlierContributionIsMissing) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].loss_notices, 1u);
   tx.clear();
-  feed(e, tx, contribution(job, o, 1, chunk_of(1, 8)));  // the resend the notice asks for
+  feed(e, tx, contribution(job, o, 1, chunk_of(1, 8), 1));  // the resend the notice asks for
   const auto results = collect(tx);
   EXPECT_EQ(results.size(), 3u) << "chunk 1 completed, its result to every rank";
   for (const auto& kv : results) EXPECT_EQ(payload_of(kv.second.pkt), expected(ReduceOp::kSum, 3, 1, 0, 4));
   EXPECT_TRUE(notices_in(tx, job, o).empty());
+  tx.clear();
+  feed(e, tx, contribution(job, o, 1, chunk_of(6, 8), 6));  // and rank 1 goes on where it was
+  EXPECT_TRUE(notices_in(tx, job, o).empty());
   EXPECT_EQ(total_drops(e), 0u);
 }
 
-// The same losses draw no notice from a job that was not granted them, nor from one with S <= d.
-TEST(EngineTest, NoLossNoticesWithoutTheGrantOrWithAtMostDSlots) {
-  for (const auto& [notices, slots] : {std::pair{false, uint16_t{8}}, std::pair{true, uint16_t{3}}}) {
-    SCOPED_TRACE(std::string(notices ? "granted" : "not granted") + ", " + std::to_string(slots) + " slots");
-    const EngineOptions o = appliance();
-    Engine e(o);
-    MemoryTxSink tx;
-    JobSpec job = job_spec(32, Dtype::kFp32, ReduceOp::kSum, 3, slots);
-    job.loss_notices = notices;
-    ASSERT_TRUE(e.add_job(job).ok());
-    for (uint32_t j = 0; j < slots; ++j) {  // chunk j + S would need chunk j's result
-      for (uint16_t r = 0; r < 3; ++r) {
-        if (r == 1 && j == 0) continue;
-        feed(e, tx, contribution(job, o, r, chunk_of(j, slots)));
-      }
-    }
-    EXPECT_TRUE(notices_in(tx, job, o).empty());
-    EXPECT_EQ(get(e.counters().loss_notices_sent), 0u);
-    EXPECT_EQ(get(e.counters().contributions), 3u * slots - 1);
+// Numbers behind the expected one are retransmissions: no notice, and the expectation stays. A
+// gap names each number skipped, at most 16 (a larger burst is left to the workers' timers).
+// Numbers wrap at 2^15 (2^15 - 1 then 0 is in order); ahead means less than 2^14 ahead.
+TEST(EngineTest, LossNoticesForEachSkippedNumberBoundedAndModulo2To15) {
+  const EngineOptions o = appliance();
+  Engine e(o);
+  MemoryTxSink tx;
+  JobSpec job = job_spec(32, Dtype::kFp32, ReduceOp::kSum, 2, 64);
+  job.loss_notices = true;
+  ASSERT_TRUE(e.add_job(job).ok());
+  const auto names = [&] {
+    std::vector<uint32_t> v;
+    for (const auto& n : notices_in(tx, job, o)) v.push_back(n.hdr.round);
+    tx.clear();
+    return v;
+  };
+  for (uint32_t s : {0u, 1u, 2u}) feed(e, tx, contribution(job, o, 0, chunk_of(s, 64), s));
+  EXPECT_TRUE(names().empty());
+  feed(e, tx, contribution(job, o, 0, chunk_of(1, 64), 1));  // a retransmission
+  EXPECT_TRUE(names().empty());
+  feed(e, tx, contribution(job, o, 0, chunk_of(6, 64), 6));  // 3, 4 and 5 lost
+  EXPECT_EQ(names(), (std::vector<uint32_t>{3, 4, 5}));
+  feed(e, tx, contribution(job, o, 0, chunk_of(7, 64), 7));
+  EXPECT_TRUE(names().empty()) << "the expectation moved past the gap";
+  feed(e, tx, contribution(job, o, 0, chunk_of(40, 64), 40));  // 8..39 lost: the first 16 named
+  std::vector<uint32_t> want;
+  for (uint32_t s = 8; s < 24; ++s) want.push_back(s);
+  EXPECT_EQ(names(), want);
+  // Rank 1 up to the top of the number space in three gaps (16 notices each), then across it: 0
+  // and 1 are in order. 2^14 ahead counts as behind (no notice, no move).
+  for (uint32_t s : {16000u, 32000u, wire::kTxSeqMask}) {
+    feed(e, tx, contribution(job, o, 1, chunk_of(s % 64, 64), s));
+    EXPECT_EQ(names().size(), 16u) << s;
   }
+  for (uint32_t s : {0u, 1u}) feed(e, tx, contribution(job, o, 1, chunk_of(s, 64), s));
+  EXPECT_TRUE(names().empty()) << "32767, then 0";
+  feed(e, tx, contribution(job, o, 1, chunk_of(9, 64), 2 + wire::kTxSeqHalf));
+  EXPECT_TRUE(names().empty());
+  feed(e, tx, contribution(job, o, 1, chunk_of(10, 64), 3));
+  EXPECT_EQ(names(), (std::vector<uint32_t>{2}));
+  EXPECT_EQ(get(e.counters().loss_notices_sent), 3u + 16u + 3u * 16u + 1u);
 }
 
-// Two cores, so d = 4. Core 1 with 8 slots owns 1, 3, 5, 7: rank 1 skips chunk 3; its chunk 7
-// (slot 7 = 3 + d, this core's) draws the notice. With 7 slots (not a multiple of the core
-// count) chunk 8 is slot 1 of round 1, and chunk 8 - d = 4 is slot 4, core 0's: no notice, even
-// though slot 5 (which shares slot 4's local index on core 0, not here) has a round open without
-// rank 1 here; core 1 never reads state that is not its own.
-TEST(EngineTest, LossNoticesStayOnTheCoreThatOwnsBothSlots) {
+// Numbered contributions draw no notice from a job that was not granted them.
+TEST(EngineTest, NoLossNoticesWithoutTheGrant) {
+  const EngineOptions o = appliance();
+  Engine e(o);
+  MemoryTxSink tx;
+  JobSpec job = job_spec(33, Dtype::kFp32, ReduceOp::kSum, 3, 8);
+  ASSERT_TRUE(e.add_job(job).ok());
+  for (uint32_t j = 0; j < 8; ++j) {
+    for (uint16_t r = 0; r < 3; ++r) {
+      if (r != 1 || j != 0) feed(e, tx, contribution(job, o, r, chunk_of(j, 8), j));
+    }
+  }
+  EXPECT_TRUE(notices_in(tx, job, o).empty());
+  EXPECT_EQ(get(e.counters().loss_notices_sent), 0u);
+  EXPECT_EQ(get(e.counters().contributions), 3u * 8 - 1);
+}
+
+// Each core follows the numbers a rank gives its own transmissions to it: core 1 of two (slots 1,
+// 3, 5, 7 of 8) sees rank 1's numbers 0, 1 and 3 (number 2, chunk 5, lost) and names 2, from its
+// own QPN; rank 0's numbers run on as they should.
+TEST(EngineTest, LossNoticesFollowEachCoresOwnNumbers) {
   const EngineOptions o = appliance(1, 2);
-  {
-    Engine e(o);
-    MemoryTxSink tx;
-    JobSpec job = job_spec(33, Dtype::kFp32, ReduceOp::kSum, 3, 8);
-    job.loss_notices = true;
-    ASSERT_TRUE(e.add_job(job).ok());
-    for (uint32_t j : {1u, 3u, 5u, 7u}) {
-      for (uint16_t r = 0; r < 3; ++r) {
-        if (r != 1 || j != 3) feed(e, tx, contribution(job, o, r, chunk_of(j, 8)));
-      }
+  Engine e(o);
+  MemoryTxSink tx;
+  JobSpec job = job_spec(34, Dtype::kFp32, ReduceOp::kSum, 3, 8);
+  job.loss_notices = true;
+  ASSERT_TRUE(e.add_job(job).ok());
+  uint32_t seq = 0;
+  for (uint32_t j : {1u, 3u, 5u, 7u}) {
+    for (uint16_t r = 0; r < 3; ++r) {
+      if (r != 1 || j != 5) feed(e, tx, contribution(job, o, r, chunk_of(j, 8), seq));
     }
-    const auto n = notices_in(tx, job, o);
-    ASSERT_EQ(n.size(), 1u);
-    EXPECT_EQ(n[0].hdr.rank, 1u);
-    EXPECT_EQ(n[0].hdr.slot, 3u);
-    EXPECT_EQ(n[0].hdr.round, 0u);
-    EXPECT_EQ(n[0].hdr.elem_offset, 12u);
-    EXPECT_EQ(n[0].src_qp, o.qpn) << "from the core that owns the slot";
-    EXPECT_EQ(get(e.counters().loss_notices_sent), 1u);
+    ++seq;
   }
-  {
-    Engine e(o);
-    MemoryTxSink tx;
-    JobSpec job = job_spec(34, Dtype::kFp32, ReduceOp::kSum, 3, 7);
-    job.loss_notices = true;
-    ASSERT_TRUE(e.add_job(job).ok());
-    for (uint32_t j : {1u, 5u}) {
-      for (uint16_t r = 0; r < 3; ++r) {
-        if (r != 1 || j != 5) feed(e, tx, contribution(job, o, r, chunk_of(j, 7)));
-      }
-    }
-    feed(e, tx, contribution(job, o, 1, chunk_of(8, 7)));  // slot 1, round 1: opens it
-    EXPECT_EQ(get(e.counters().contributions), 6u);
-    EXPECT_TRUE(notices_in(tx, job, o).empty());
-    EXPECT_EQ(get(e.counters().loss_notices_sent), 0u);
-    EXPECT_EQ(total_drops(e), 0u);
-  }
+  const auto n = notices_in(tx, job, o);
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].hdr.rank, 1u);
+  EXPECT_EQ(n[0].hdr.round, 2u);
+  EXPECT_EQ(get(e.counters().loss_notices_sent), 1u);
+  EXPECT_EQ(total_drops(e), 0u);
 }
 
 // ---- UDP checksums (EngineOptions::udp_checksum; docs/protocol.md §2) ------------------------
@@ -1627,8 +1654,8 @@ TEST(EngineTest, EveryFrameSentCarriesItsUdpChecksumWhenAsked) {
   ASSERT_TRUE(e.add_job(lossy).ok());
   feed(e, tx, contribution(lossy, o, 0, chunk_of(1, 8)));
   tx.clear();
-  for (uint32_t j : {0u, 2u, 3u, 4u}) feed(e, tx, contribution(lossy, o, 1, chunk_of(j, 8)));
-  EXPECT_EQ(notices_in(tx, lossy, o).size(), 1u) << "rank 1's chunk 4 passed its missing chunk 1";
+  for (uint32_t j : {0u, 2u, 3u, 4u}) feed(e, tx, contribution(lossy, o, 1, chunk_of(j, 8), j));
+  EXPECT_EQ(notices_in(tx, lossy, o).size(), 1u) << "rank 1's number 2 came after its number 0";
 
   tx.clear();
   auto ce = contribution(lossy, o, 0, chunk_of(4, 8));  // completes chunk 4, marked CE

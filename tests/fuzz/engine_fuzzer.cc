@@ -531,9 +531,10 @@ class Harness {
       SUMCAST_FUZZ_CHECK(removing_b && h.status != 0, "abort of B outside its removal");
       return;
     }
-    if (h.type == wire::MsgType::kLossNotice) {  // to the one rank whose contribution is missing
+    if (h.type == wire::MsgType::kLossNotice) {  // to the one rank whose transmission went missing
       SUMCAST_FUZZ_CHECK(b_.loss_notices && !removing_b && h.rank != wire::kRankMulticast && p.payload_len == 0 &&
-                             (h.flags & 1) == (h.round & 1) && h.slot < kSlotsB && h.slot % kCoreCount == kCoreIndex,
+                             h.flags == (wire::kFlagNoticeSeq | (h.round & 1)) && h.round <= wire::kTxSeqMask &&
+                             h.slot == 0 && h.coll_seq == 0 && h.elem_count == 0 && h.elem_offset == 0,
                          "malformed B loss notice (notices %d)", b_.loss_notices ? 1 : 0);
       return;
     }

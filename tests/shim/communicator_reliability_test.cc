@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -490,6 +491,7 @@ struct Script {
     std::vector<uint8_t> bytes;  // the packet as handed to send()
     std::vector<uint8_t> payload;
     Clock::time_point at;
+    uint32_t dest_qp = 0;  // the appliance core's QP it went to
   };
   std::vector<Sent> sent;
   std::deque<Received> inbox;                 // what rank 0's next receive() returns
@@ -503,22 +505,36 @@ struct Script {
     }
     return out;
   }
-  // Queues the result (the contribution's own payload: only rank 0's answer matters here) or a
-  // loss notice for what `s` carried, as the appliance would send them to rank 0.
-  void answer(const Sent& s) { deliver(s, wire::MsgType::kResult); }
-  void notify(const Sent& s) { deliver(s, wire::MsgType::kLossNotice); }
-
- private:
-  void deliver(const Sent& s, wire::MsgType type) {
+  // Queues the result (the contribution's own payload: only rank 0's answer matters here) for
+  // what `s` carried, as the appliance would send it to rank 0.
+  void answer(const Sent& s) {
     Received r;
     r.peer = 0;
     r.hdr = s.hdr;
-    r.hdr.type = type;
-    if (type == wire::MsgType::kResult) {
-      payloads.push_back(s.payload);
-      r.payload = payloads.back().data();
-      r.payload_len = static_cast<uint32_t>(payloads.back().size());
-    }
+    r.hdr.type = wire::MsgType::kResult;
+    r.hdr.status = 0;
+    r.hdr.flags = static_cast<uint8_t>(s.hdr.round & 1);
+    r.src_qp = s.dest_qp;
+    payloads.push_back(s.payload);
+    r.payload = payloads.back().data();
+    r.payload_len = static_cast<uint32_t>(payloads.back().size());
+    inbox.push_back(r);
+  }
+  // Queues a loss notice naming the number `s` carries, from the core it went to (or `src_qp`),
+  // as the appliance sends it (protocol.md §5, §7); `flags` its flags (an appliance of the
+  // revision that named chunks sends no kFlagNoticeSeq).
+  void notify(const Sent& s, std::optional<uint32_t> src_qp = std::nullopt,
+              std::optional<uint8_t> flags = std::nullopt) {
+    Received r;
+    r.peer = 0;
+    r.hdr.type = wire::MsgType::kLossNotice;
+    r.hdr.dtype = s.hdr.dtype;
+    r.hdr.op = s.hdr.op;
+    r.hdr.job_id = s.hdr.job_id;
+    r.hdr.rank = s.hdr.rank;
+    r.hdr.round = wire::contribution_tx_seq(s.hdr);
+    r.hdr.flags = flags.value_or(static_cast<uint8_t>(wire::kFlagNoticeSeq | (r.hdr.round & 1)));
+    r.src_qp = src_qp.value_or(s.dest_qp);
     inbox.push_back(r);
   }
 };
@@ -533,7 +549,8 @@ class ScriptedAppliance final : public ForwardingTransport {
       const wire::ParseError e = wire::parse_roce(std::span<const uint8_t>(p.data, p.len), &pp);
       EXPECT_EQ(e, wire::ParseError::kOk) << "rank 0 sent a packet that does not parse";
       if (e != wire::ParseError::kOk) continue;
-      s_->sent.push_back({pp.hdr, {p.data, p.data + p.len}, {pp.payload, pp.payload + pp.payload_len}, Clock::now()});
+      s_->sent.push_back(
+          {pp.hdr, {p.data, p.data + p.len}, {pp.payload, pp.payload + pp.payload_len}, Clock::now(), pp.dest_qp});
     }
     return {};
   }
@@ -624,16 +641,20 @@ void answer_all_but_chunk0(Communicator& comm, uint64_t id, Script& script) {
   step(comm, id);
 }
 
-// A loss notice for chunk g (drawn by this rank's chunk g + 3 arriving: one core, d = 3) makes the
-// rank resend exactly that contribution at once when its copy of chunk g left before chunk g + 3;
-// not when its latest copy left after it: a second notice for chunk 0 after its resend, and one
-// for chunk 8, which went out after chunk 11 (chunk 0's result came after chunk 3's).
-TEST(CommunicatorLossNotices, ANoticeResendsAContributionSentBeforeTheChunkThatDrewItAtOnce) {
+// Rank 0 numbers its first transmissions 0, 1, 2, ... (one appliance core here), each in the
+// packet (wire::contribution_tx_seq). A loss notice naming a number it sent, not answered and not
+// resent since, resends that contribution at once, the identical packet; nothing else does: a
+// second notice for it after the resend, a notice for an answered contribution, one from a QP
+// that is no core of this job's, one without kFlagNoticeSeq (an appliance that named chunks).
+TEST(CommunicatorLossNotices, ANoticeResendsTheContributionItNamesAtOnce) {
   with_scripted_rank0("notice", true, [](Communicator& comm, Script& script) {
     std::vector<float> buf;
     const uint64_t id = start_sixteen_chunks(comm, script, buf);
     ASSERT_NE(id, 0u);
-    ASSERT_EQ(script.of(0, 0).size(), 1u);
+    for (uint16_t slot = 0; slot < 8; ++slot) {
+      ASSERT_EQ(script.of(slot, 0).size(), 1u);
+      EXPECT_EQ(wire::contribution_tx_seq(script.of(slot, 0)[0]->hdr), slot) << "numbered in the order sent";
+    }
     script.notify(*script.of(0, 0)[0]);
     step(comm, id);
     auto chunk0 = script.of(0, 0);
@@ -646,23 +667,29 @@ TEST(CommunicatorLossNotices, ANoticeResendsAContributionSentBeforeTheChunkThatD
     EXPECT_EQ(s.fast_retransmissions, 0u);
     EXPECT_EQ(s.retransmissions, 0u);
 
-    script.notify(*chunk0[0]);  // the resend left after chunk 3: it may be on its way
+    script.notify(*chunk0[0]);  // resent already: the resend may be on its way
     step(comm, id);
-    EXPECT_EQ(script.of(0, 0).size(), 2u) << "a notice older than the resend resent it again";
+    EXPECT_EQ(script.of(0, 0).size(), 2u) << "a second notice resent it again";
 
-    answer_all_but_chunk0(comm, id, script);  // chunks 9..15 go out
-    EXPECT_EQ(script.of(3, 1).size(), 1u) << "chunk 11";
-    script.answer(*chunk0[0]);  // now chunk 8, after chunk 11
+    answer_all_but_chunk0(comm, id, script);  // chunks 9..15 go out, numbers 8..14
+    ASSERT_EQ(script.of(1, 1).size(), 1u);
+    EXPECT_EQ(wire::contribution_tx_seq(script.of(1, 1)[0]->hdr), 8u);
+    script.answer(*chunk0[0]);  // chunk 8 goes out, number 15
     step(comm, id);
     ASSERT_EQ(script.of(0, 1).size(), 1u) << "chunk 8";
-    script.notify(*script.of(0, 1)[0]);  // drawn by chunk 11, which left before chunk 8
-    script.notify(*script.of(1, 1)[0]);  // chunk 9, drawn by chunk 12, which left after it
+    EXPECT_EQ(wire::contribution_tx_seq(script.of(0, 1)[0]->hdr), 15u);
+    script.notify(*script.of(1, 0)[0]);                                   // chunk 1: answered
+    script.notify(*script.of(0, 1)[0], script.of(0, 1)[0]->dest_qp + 1);  // no core of this job
+    script.notify(*script.of(0, 1)[0], std::nullopt, uint8_t{0});         // no kFlagNoticeSeq
     step(comm, id);
-    EXPECT_EQ(script.of(0, 1).size(), 1u) << "chunk 8 was resent on a notice its own order explains";
-    EXPECT_EQ(script.of(1, 1).size(), 2u) << "chunk 9 was not resent on its notice";
+    EXPECT_EQ(script.of(1, 0).size(), 1u);
+    EXPECT_EQ(script.of(0, 1).size(), 1u) << "chunk 8 resent on a notice that names nothing";
+    script.notify(*script.of(0, 1)[0]);  // chunk 8, number 15
+    step(comm, id);
+    EXPECT_EQ(script.of(0, 1).size(), 2u) << "chunk 8 was not resent on its notice";
     s = comm.stats();
     EXPECT_EQ(s.results, 8u);
-    EXPECT_EQ(s.loss_notices, 4u);
+    EXPECT_EQ(s.loss_notices, 6u);
     EXPECT_EQ(s.notice_retransmissions, 2u);
     EXPECT_EQ(s.fast_retransmissions, 0u) << "chunk 0's resend left after chunks 1..7: it was no hole";
     EXPECT_EQ(s.transport.drops[static_cast<size_t>(DropReason::kBadType)], 0u);

@@ -79,20 +79,26 @@ TEST(WireFormat, ValidityPredicatesStopAtTheLastEnumerator) {
   }
 }
 
-// d is the smallest multiple of the core count that is at least 3, and a job of at most d slots
-// gets no loss notices; only contributions and results carry elements.
-TEST(WireFormat, LossNoticeDistanceIsAMultipleOfTheCoresAtLeastThree) {
-  const uint32_t cases[][3] = {{1, 8, 3}, {2, 8, 4}, {3, 8, 3}, {4, 8, 4}, {5, 8, 5}, {8, 16, 8},
-                               {1, 3, 0}, {1, 4, 3}, {8, 8, 0}, {2, 4, 0}, {0, 8, 3}};
-  for (const auto& c : cases) {
-    EXPECT_EQ(loss_notice_distance(c[0], c[1]), c[2]) << c[0] << " cores, " << c[1] << " slots";
+// A contribution's transmission number (loss notices, protocol.md §7): 15 bits, the low 8 in
+// status and the high 7 in flags bits 1..7, flags bit 0 (the version bit) untouched; only
+// contributions and results carry elements.
+TEST(WireFormat, TransmissionNumbersTakeStatusAndTheFlagsAboveTheVersionBit) {
+  for (const uint32_t seq : {0u, 1u, 0xFFu, 0x100u, 0x1234u, 0x4000u, kTxSeqMask}) {
+    for (const uint8_t version : {uint8_t{0}, uint8_t{1}}) {
+      SumcastHeader h;
+      h.flags = version;
+      set_contribution_tx_seq(&h, seq);
+      EXPECT_EQ(contribution_tx_seq(h), seq) << seq;
+      EXPECT_EQ(h.flags & kFlagSlotVersion, version) << seq;
+      EXPECT_EQ(h.status, seq & 0xFF) << seq;
+      EXPECT_EQ(h.flags >> 1, seq >> 8) << seq;
+    }
   }
-  for (uint32_t cores = 1; cores <= 64; ++cores) {
-    const uint32_t d = loss_notice_distance(cores, 1000);
-    EXPECT_EQ(d % cores, 0u) << cores;
-    EXPECT_GE(d, kLossNoticeMinDistance) << cores;
-    EXPECT_LT(d - cores, kLossNoticeMinDistance) << cores << ": a smaller multiple would do";
-  }
+  SumcastHeader h;
+  set_contribution_tx_seq(&h, kTxSeqMask + 1);  // only 15 bits are kept
+  EXPECT_EQ(contribution_tx_seq(h), 0u);
+  EXPECT_EQ(kTxSeqHalf, (kTxSeqMask + 1) / 2);
+  EXPECT_EQ(kFlagNoticeSeq & kFlagSlotVersion, 0);
   EXPECT_TRUE(carries_payload(MsgType::kContribution));
   EXPECT_TRUE(carries_payload(MsgType::kResult));
   EXPECT_FALSE(carries_payload(MsgType::kAbort));

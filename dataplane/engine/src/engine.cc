@@ -14,6 +14,8 @@
 //             (wire format) of the slot's open round, summed in rank order at completion. One
 //             area per slot, not per version: a version opens only once the other is not open.
 //   last_cnp  world x uint64: clock ticks of the last CNP sent to each member (0: none)
+//   next_seq  jobs granted loss notices only: world x uint16, the number each member's next first
+//             transmission to this core carries (docs/protocol.md §7)
 // A slot's local index is slot / core_count (this core owns slot % core_count == core_index).
 #include "sumcast/engine/engine.h"
 
@@ -62,6 +64,9 @@ constexpr uint8_t kEcnCe = 0x03;    // congestion experienced
 constexpr size_t kCnpLen = wire::kBthOffset + wire::kCnpRoceLen;
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+// Loss notices for one gap in a member's transmission numbers at most (more were lost at once:
+// the worker's grace and timers repair the rest).
+constexpr uint32_t kMaxNoticesPerGap = 16;
 
 enum class VersionState : uint8_t {
   kIdle = 0,      // never held a round (counts as complete for opening the next, has no result)
@@ -107,7 +112,8 @@ struct Job {
   uint8_t* acc = nullptr;
   uint8_t* shadow = nullptr;     // nullptr: the accumulator is the result
   bool deterministic = false;    // JobSpec::deterministic: payloads staged, summed in rank order
-  uint32_t notice_distance = 0;  // JobSpec::loss_notices: d (wire::loss_notice_distance); 0: no notices
+  bool notices = false;          // JobSpec::loss_notices
+  uint16_t* next_seq = nullptr;  // per member: the number its next first transmission to this core carries
   size_t stage_stride = 0;       // bytes per rank's staged payload
   uint8_t* stage = nullptr;      // deterministic only: [local][rank] payloads of the open round
   kernels::LoadFn load = nullptr;
@@ -269,7 +275,7 @@ struct Engine::Impl {
   void classify(const PacketView& f, Pending& c);
   void apply(Pending& c, TxSink& tx);
   void contribute(Pending& c, TxSink& tx);
-  void notice_loss(const Job& j, const wire::SumcastHeader& h, TxSink& tx);
+  void notice_loss(Job& j, const Pending& c, TxSink& tx);
   void complete(Job& j, uint32_t local, uint16_t slot, unsigned parity, Version& v, TxSink& tx);
   static void sum_staged(const Job& j, uint32_t local, unsigned parity, size_t elems);
   wire::Addressing addressing(const Job& j, uint16_t rank) const;
@@ -475,6 +481,7 @@ void Engine::Impl::apply(Pending& c, TxSink& tx) {
   switch (c.kind) {
     case Kind::kContribution:
       if ((c.frame[wire::kIpOffset + 1] & kEcnMask) == kEcnCe) congested(c, tx);
+      if (c.job->notices) notice_loss(*c.job, c, tx);
       contribute(c, tx);
       return;
     case Kind::kArp:
@@ -515,7 +522,6 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
       word |= bit;
       bump(counters.contributions);
       bump(counters.payload_bytes, c.pkt.payload_len);
-      if (j.notice_distance != 0) notice_loss(j, h, tx);
       if (++v.count == j.world) complete(j, c.local, h.slot, p, v, tx);
       return;
     }
@@ -559,50 +565,39 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
     }
     bump(counters.contributions);
     bump(counters.payload_bytes, c.pkt.payload_len);
-    if (j.notice_distance != 0) notice_loss(j, h, tx);
     if (j.world == 1) complete(j, c.local, h.slot, p, v, tx);
     return;
   }
   drop(DropReason::kStaleRound);
 }
 
-// Rank h.rank's contribution to chunk j = h.round * S + h.slot was just accepted. Ranks send their
-// chunks in order (but around a hole), so when chunk j - d's round is open here without that
-// rank's contribution, it was lost (or, the worker tells, is still on its way): the rank alone is
-// told (a loss notice: the open round's header, no payload), so that it resends at once while
-// the ranks that did contribute need not (docs/protocol.md §7). d is a
-// multiple of the core count: slot (h.slot - d) mod S is this core's unless the subtraction wraps
-// and S is not a multiple of the core count (then no notice: the worker's own rules repair it).
-void Engine::Impl::notice_loss(const Job& j, const wire::SumcastHeader& h, TxSink& tx) {
-  const uint32_t d = j.notice_distance;
-  uint32_t slot = h.slot;
-  uint32_t round = h.round;
-  if (slot >= d) {
-    slot -= d;
-  } else {
-    slot += j.slot_count - d;
-    round -= 1;  // round 0's predecessor is the version that starts idle: no notice
-    if (cores != 1 && slot % cores != opt.core_index) return;
-  }
-  const uint32_t local = cores == 1 ? slot : slot / cores;
-  const unsigned p = round & 1;
-  const Version& v = j.versions(local)[p];
-  if (v.round != round || v.state != VersionState::kOpen) return;
-  if ((j.bitmap(local, p)[h.rank >> 6] >> (h.rank & 63) & 1) != 0) return;
-  wire::SumcastHeader n;
-  n.type = wire::MsgType::kLossNotice;
-  n.dtype = j.dtype;
-  n.op = j.op;
-  n.job_id = j.job_id;
-  n.slot = static_cast<uint16_t>(slot);
-  n.round = round;
-  n.coll_seq = v.coll_seq;
-  n.elem_count = v.elem_count;
-  n.flags = static_cast<uint8_t>(round & 1);
-  n.elem_offset = v.elem_offset;
-  if (emit(j, n, nullptr, 0, h.rank, tx)) {
-    bump(counters.loss_notices_sent);
-    bump(progress[j.index].loss_notices);
+// A contribution of member A to this core passed classify(). It carries A's number of its first
+// transmission to this core, modulo 2^15 (wire::contribution_tx_seq; docs/protocol.md §7), and a
+// retransmission repeats its number. Ahead of the number expected next (by less than 2^14), it
+// says that the numbers between were lost, since a member's frames to one address arrive in the
+// order it sent them: A alone is told each one (a loss notice naming it, at most
+// kMaxNoticesPerGap), so that it resends that contribution at once while the other ranks wait for
+// its repair. Behind is a retransmission (or reordered): nothing to say.
+void Engine::Impl::notice_loss(Job& j, const Pending& c, TxSink& tx) {
+  const uint16_t rank = c.pkt.hdr.rank;
+  uint16_t& next = j.next_seq[rank];
+  const uint32_t seq = wire::contribution_tx_seq(c.pkt.hdr);
+  const uint32_t ahead = (seq - next) & wire::kTxSeqMask;
+  if (ahead >= wire::kTxSeqHalf) return;  // behind: a retransmission
+  next = static_cast<uint16_t>((seq + 1) & wire::kTxSeqMask);
+  const uint32_t lost = std::min(ahead, kMaxNoticesPerGap);
+  for (uint32_t i = 0; i < lost; ++i) {
+    wire::SumcastHeader n;
+    n.type = wire::MsgType::kLossNotice;
+    n.dtype = j.dtype;
+    n.op = j.op;
+    n.job_id = j.job_id;
+    n.round = (seq - ahead + i) & wire::kTxSeqMask;
+    n.flags = static_cast<uint8_t>(wire::kFlagNoticeSeq | (n.round & 1));
+    if (emit(j, n, nullptr, 0, rank, tx)) {
+      bump(counters.loss_notices_sent);
+      bump(progress[j.index].loss_notices);
+    }
   }
 }
 
@@ -883,6 +878,7 @@ Status Engine::add_job(const JobSpec& spec) {
   const size_t acc_size = wire::accumulator_size(spec.dtype);
   const size_t bitmap_words = (world + 63) / 64;
   const size_t members_bytes = round_up(world * sizeof(Member), kCacheLine);
+  const size_t seq_bytes = spec.loss_notices ? round_up(world * sizeof(uint16_t), kCacheLine) : 0;
   const size_t dest_crc_bytes = round_up(world * sizeof(uint32_t), kCacheLine);
   const size_t opened_at_bytes = round_up(size_t{local_slots} * 2 * sizeof(uint64_t), kCacheLine);
   const size_t cnp_bytes = round_up(world * sizeof(uint64_t), kCacheLine);
@@ -895,7 +891,7 @@ Status Engine::add_job(const JobSpec& spec) {
   const size_t stage_stride = spec.deterministic ? round_up(max_elems * esize, kCacheLine) : 0;
   const size_t stage_bytes = size_t{local_slots} * world * stage_stride;
   const size_t total = members_bytes + dest_crc_bytes + opened_at_bytes + slots_bytes + acc_bytes + shadow_bytes +
-                       stage_bytes + cnp_bytes;
+                       stage_bytes + cnp_bytes + seq_bytes;
 
   ProgressEntry& pe = m.progress[index];
   if (pe.member_cap < world) {  // a larger world than this record had: a new per-member array
@@ -936,7 +932,11 @@ Status Engine::add_job(const JobSpec& spec) {
   j.acc = j.slots + slots_bytes;
   j.shadow = shadow_stride != 0 ? j.acc + acc_bytes : nullptr;
   j.deterministic = spec.deterministic;
-  j.notice_distance = spec.loss_notices ? wire::loss_notice_distance(cores, spec.slot_count) : 0;
+  j.notices = spec.loss_notices;
+  j.next_seq = spec.loss_notices
+                   ? reinterpret_cast<uint16_t*>(j.acc + acc_bytes + shadow_bytes + stage_bytes + cnp_bytes)
+                   : nullptr;
+  if (j.next_seq != nullptr) std::memset(j.next_seq, 0, seq_bytes);
   j.stage_stride = stage_stride;
   j.stage = spec.deterministic ? j.acc + acc_bytes + shadow_bytes : nullptr;
   j.last_cnp = reinterpret_cast<uint64_t*>(j.acc + acc_bytes + shadow_bytes + stage_bytes);

@@ -32,6 +32,7 @@ size_t write_contribution_frame(uint8_t* out, const JobSpec& job, const EngineOp
   h.coll_seq = f.coll_seq;
   h.elem_count = static_cast<uint16_t>(payload.size() / wire::dtype_size(job.dtype));
   h.flags = static_cast<uint8_t>(f.round & 1);
+  wire::set_contribution_tx_seq(&h, f.tx_seq);
   h.elem_offset = f.elem_offset;
   uint8_t* p = wire::write_frame_headers(out, a, h, payload.size());
   if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());

@@ -94,6 +94,9 @@ struct Communicator::Slot {
   // With loss notices: when results first showed this transmission unanswered (0: not yet); it is
   // resent when that is a grace ago (see Loss notices in the header).
   uint64_t revealed_ns = 0;
+  // With loss notices: the number its packet carries, this rank's first transmissions to the
+  // slot's appliance core counted modulo 2^15 (see Loss notices in the header).
+  uint32_t tx_seq = 0;
   // The last two rounds' packets (by round parity): the last completed round's stays while the
   // next one is outstanding, so that it can be replayed to a new home (see Failover).
   uint8_t* pkt_buf[2] = {nullptr, nullptr};
@@ -154,11 +157,11 @@ struct Communicator::Appliance {
   uint64_t low = 0;                // the smallest chunk index not answered yet
   std::vector<uint64_t> deferred;  // min-heap of chunks whose slot is free, held back by the window
 
-  // Whether this appliance sends loss notices to this job (granted, and more slots than d).
-  bool sends_notices() const {
-    return grant.loss_notices &&
-           wire::loss_notice_distance(static_cast<uint32_t>(grant.core_qpns.size()), slot_count) != 0;
-  }
+  // Whether this appliance sends loss notices to this job.
+  bool sends_notices() const { return grant.loss_notices; }
+  // With loss notices: per appliance core (grant.core_qpns), the number of the next first
+  // transmission to it, modulo 2^15.
+  std::vector<uint32_t> next_seq;
   // Whether chunk g's result arrived: its slot moved past it, or holds it completed.
   bool answered(uint64_t g) const {
     const Slot& sl = slots[g % slot_count];
@@ -372,6 +375,7 @@ Result<bool> Communicator::advance_create() {
     a.rto_us = c.rto_initial_us;
     a.rto_floor_us = c.rto_initial_us;
     a.window = a.window_min = a.slot_count;
+    a.next_seq.assign(a.grant.core_qpns.size(), 0);
     a.deferred.reserve(a.slot_count);
     infos_.push_back({a.address, 0, a.grant, a.chunk_elems});
     if (++joined_ < apps_.size()) {
@@ -597,7 +601,7 @@ void Communicator::issue(Appliance& a, uint64_t g, uint64_t now, bool replay) {
 
 // Writes the contribution packet of chunk g (carrying `count` elements from `offset`) for slot s,
 // as the appliance's job numbers its rounds; returns its length.
-uint32_t Communicator::build_contribution(const Appliance& a, uint32_t s, uint8_t* pkt, uint64_t g, uint32_t round,
+uint32_t Communicator::build_contribution(Appliance& a, uint32_t s, uint8_t* pkt, uint64_t g, uint32_t round,
                                           uint32_t coll_seq, uint64_t offset, uint16_t count, const uint8_t* payload) {
   wire::SumcastHeader h;
   h.type = wire::MsgType::kContribution;
@@ -611,7 +615,14 @@ uint32_t Communicator::build_contribution(const Appliance& a, uint32_t s, uint8_
   h.elem_count = count;
   h.flags = (round & 1) != 0 ? wire::kFlagSlotVersion : 0;
   h.elem_offset = offset;
-  const uint32_t dest_qp = a.grant.core_qpns[s % a.grant.core_qpns.size()];
+  const size_t core = s % a.grant.core_qpns.size();
+  if (a.sends_notices()) {  // every packet built here goes out next as a first transmission
+    const uint32_t seq = a.next_seq[core];
+    a.next_seq[core] = (seq + 1) & wire::kTxSeqMask;
+    wire::set_contribution_tx_seq(&h, seq);
+    a.slots[s].tx_seq = seq;
+  }
+  const uint32_t dest_qp = a.grant.core_qpns[core];
   return static_cast<uint32_t>(
       transport_->build(pkt, a.peer, dest_qp, static_cast<uint32_t>(g & 0xFFFFFF), h, payload));
 }
@@ -708,7 +719,7 @@ void Communicator::on_received(uint64_t now) {
       }
       if (r.hdr.type == wire::MsgType::kLossNotice) {
         if (a.grant.loss_notices) {
-          on_loss_notice(a, r.hdr, now);
+          on_loss_notice(a, r.hdr, r.src_qp, now);
         } else {  // not granted: an appliance that never sends them, so a type unknown here
           ++comm_drops_[static_cast<size_t>(DropReason::kBadType)];
         }
@@ -844,32 +855,28 @@ uint64_t Communicator::notice_grace_ns(const Appliance& a) const {
   return a.have_rtt ? a.srtt_ns + 2 * a.rttvar_ns : uint64_t{config_.rto_initial_us} * 1000;
 }
 
-// A loss notice from `a` (docs/protocol.md §7): the appliance lacks this rank's contribution to
-// chunk g, the round it names, while this rank's chunk g + d arrived. Resent at once if the slot
-// still carries that round unanswered and this rank's latest copy of chunk g left before chunk
-// g + d first did: then that copy was lost. A copy that left after it may still be on its way:
-// a resend, or a first transmission out of order (results that come back out of order, a hole's
-// successors first, let a rank send g + d before g, and a faster rank may open g's round before
-// this rank's copy arrives); the grace covers it should it be lost. A notice for a round already
-// answered, or not sent yet (this rank missed the result of the slot's previous round), is stale.
-void Communicator::on_loss_notice(Appliance& a, const wire::SumcastHeader& h, uint64_t now) {
+// A loss notice from `a` (docs/protocol.md §7): the appliance core that sent it (its QP) lacks
+// the contribution this rank numbered `h.round` among its first transmissions to that core: a
+// later one arrived, and a rank's frames to one address arrive in the order it sent them, so that
+// first transmission was lost. Resent at once when a slot of that core still carries it
+// unanswered and not resent since; a slot that was resent already is left to its timers (the
+// resend may be on its way). A notice that names no slot so (answered meanwhile, from another
+// core, or from an appliance that names chunks instead: no kFlagNoticeSeq) is stale.
+void Communicator::on_loss_notice(Appliance& a, const wire::SumcastHeader& h, uint32_t src_qp, uint64_t now) {
   ++stats_.loss_notices;
-  if (h.slot >= a.slot_count) {
-    ++comm_drops_[static_cast<size_t>(DropReason::kBadSlot)];
+  if ((h.flags & wire::kFlagNoticeSeq) == 0) return;
+  const auto& qpns = a.grant.core_qpns;
+  const auto it = std::find(qpns.begin(), qpns.end(), src_qp);
+  if (it == qpns.end()) return;
+  const auto core = static_cast<uint32_t>(it - qpns.begin());
+  const auto cores = static_cast<uint32_t>(qpns.size());
+  for (uint32_t s = core; s < a.slot_count; s += cores) {
+    Slot& sl = a.slots[s];
+    if (!sl.busy || sl.held || sl.tx_seq != h.round || sl.retries != 0) continue;
+    ++stats_.notice_retransmissions;
+    resend_early(a, sl, now);
     return;
   }
-  Slot& sl = a.slots[h.slot];
-  if (!sl.busy || sl.held || h.round + a.round_base[h.slot] != sl.round) return;
-  if (h.coll_seq != sl.coll_seq || h.elem_offset != sl.elem_offset || h.elem_count != sl.elem_count) {
-    ++comm_drops_[static_cast<size_t>(DropReason::kChunkMismatch)];
-    return;
-  }
-  const uint32_t d = wire::loss_notice_distance(static_cast<uint32_t>(a.grant.core_qpns.size()), a.slot_count);
-  const Slot& later = a.slots[(sl.g + d) % a.slot_count];  // the slot of chunk g + d, whose arrival drew it
-  if (d == 0 || later.g != sl.g + d || sl.last_tx_seq > later.first_tx_seq) return;
-  if (config_.retries != 0 && sl.retries >= config_.retries) return;  // its timer fails the call
-  ++stats_.notice_retransmissions;
-  resend_early(a, sl, now);
 }
 
 void Communicator::update_rto(Appliance& a, uint64_t sample_ns) {
@@ -1368,8 +1375,10 @@ Status Communicator::rehome(Agreement& ag) {
   a.rto_us = config_.rto_initial_us;
   a.rto_floor_us = config_.rto_initial_us;
   // A new aggregator and path: the congestion window starts at S again. Chunks the old window
-  // held back are issued below with the rest (their slots are free).
+  // held back are issued below with the rest (their slots are free). Its cores count this rank's
+  // first transmissions from 0.
   a.window = a.window_min = a.slot_count;
+  a.next_seq.assign(a.grant.core_qpns.size(), 0);
   a.low = old.low;
   a.deferred.reserve(a.slot_count);
   a.round_base.resize(a.slot_count);

@@ -643,6 +643,7 @@ bool UdpTransport::accept(const Datagram& d, Received* r) {
   r->hdr = pp.hdr;
   r->payload = pp.payload;
   r->payload_len = static_cast<uint32_t>(pp.payload_len);
+  r->src_qp = pp.src_qp;
   return true;
 }
 

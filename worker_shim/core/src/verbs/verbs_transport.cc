@@ -524,7 +524,9 @@ size_t VerbsTransport::receive(std::span<Received> out) {
     } else {
       ++s.counters.aborts;
     }
-    out[k++] = {static_cast<uint32_t>(peer), h, payload, static_cast<uint32_t>(payload_len)};
+    Received& r = out[k++];
+    r = {static_cast<uint32_t>(peer), h, payload, static_cast<uint32_t>(payload_len)};
+    r.src_qp = wc[i].src_qp;
   }
   return k;
 }

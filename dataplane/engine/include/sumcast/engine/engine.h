@@ -136,13 +136,11 @@ struct JobSpec {
   // and one payload copy per contribution. false: sum in arrival order (within the error bound
   // of docs/fidelity.md).
   bool deterministic = false;
-  // Loss notices (docs/protocol.md §7): when rank A's contribution to chunk j = round * S + slot
-  // is accepted and chunk j - d's round is open without A's, A is sent a loss notice for it (A
-  // sends its chunks in order, but around a hole, so that contribution was most likely lost; the
-  // worker knows whether it sent it before chunk j). d = wire::loss_notice_distance(
-  // cores, slot_count): a multiple of the core count, so that chunk j - d's slot is this core's;
-  // none for a job of at most d slots, nor where j - d wraps onto another core's slot (S not a
-  // multiple of the core count). One more slot lookup per accepted contribution.
+  // Loss notices (docs/protocol.md §7): a member's contributions to one core number its first
+  // transmissions there, modulo 2^15 (wire::contribution_tx_seq); when one arrives ahead of the
+  // number expected next, the member is sent a loss notice naming each number it skipped (those
+  // contributions were lost: a member's frames arrive in the order it sent them), at most 16 per
+  // gap. One compare per contribution, and 2 bytes per member per core.
   bool loss_notices = false;
 };
 

@@ -21,11 +21,13 @@ struct ContributionFields {
   uint32_t round = 0;
   uint32_t coll_seq = 0;
   uint64_t elem_offset = 0;
+  uint32_t tx_seq = 0;  // the member's number of this first transmission (loss notices, protocol.md §7)
 };
 
 // Writes the frame that member `f.rank` of `job` sends to the appliance core `appliance`: from
 // the member's MAC/IPv4/UDP port/QPN to appliance.local_mac/local_ip, port 4791, BTH DestQP
-// appliance.qpn; the job's Q_Key, dtype and op; the round's version flag; `payload` in wire
+// appliance.qpn; the job's Q_Key, dtype and op; the round's version flag and the transmission
+// number (wire::set_contribution_tx_seq); `payload` in wire
 // format (elem_count = payload.size() / dtype size); ICRC stamped. `out` holds at least
 // wire::kMaxFrameLen bytes. Returns the frame length. Precondition: f.rank < job.members.size().
 size_t write_contribution_frame(uint8_t* out, const JobSpec& job, const EngineOptions& appliance,

@@ -146,15 +146,15 @@ constexpr const char* reduce_op_name(ReduceOp o) {
 // Sumcast header flags (§5).
 inline constexpr uint8_t kFlagSlotVersion = 0x01;  // the slot's version bit == round & 1
 
-// Loss notices (§7): a rank's accepted contribution to chunk j makes the appliance look at chunk
-// j - d, d the smallest multiple of the core count >= kLossNoticeMinDistance (so that chunk j - d's
-// slot belongs to the same core); a job of at most d slots gets none. 0: no notices.
-inline constexpr uint32_t kLossNoticeMinDistance = 3;
-constexpr uint32_t loss_notice_distance(uint32_t cores, uint32_t slots) {
-  const uint32_t c = cores == 0 ? 1 : cores;
-  const uint32_t d = (kLossNoticeMinDistance + c - 1) / c * c;
-  return slots > d ? d : 0;
-}
+// Loss notices (§7). In a job granted them, a contribution carries the sender's number of its
+// first transmission to that appliance core, modulo 2^15: the low 8 bits in its status byte, the
+// high 7 in flags bits 1..7 (a retransmission repeats its number). One number is ahead of another
+// when it is less than kTxSeqHalf after it. A loss notice names the number of the lost
+// contribution in its round field and carries kFlagNoticeSeq; a notice without it (from an
+// appliance of the revision that named chunks instead) names nothing a worker can use.
+inline constexpr uint32_t kTxSeqMask = 0x7FFF;
+inline constexpr uint32_t kTxSeqHalf = 0x4000;
+inline constexpr uint8_t kFlagNoticeSeq = 0x02;
 
 // Largest element offset accepted (§5): offset + count must not exceed 2^40 elements.
 inline constexpr uint64_t kMaxElementIndex = uint64_t{1} << 40;
@@ -178,6 +178,16 @@ struct SumcastHeader {
   uint8_t status = 0;        // AbortReason for kAbort, else 0
   uint64_t elem_offset = 0;  // element offset of the chunk in the collective's buffer
 };
+
+// A contribution's transmission number (loss notices, above): read, and written into a header
+// whose flags bit 0 (the round's version bit) is set already.
+constexpr uint32_t contribution_tx_seq(const SumcastHeader& h) {
+  return uint32_t{h.status} | uint32_t{static_cast<uint8_t>(h.flags >> 1)} << 8;
+}
+constexpr void set_contribution_tx_seq(SumcastHeader* h, uint32_t seq) {
+  h->status = static_cast<uint8_t>(seq);
+  h->flags = static_cast<uint8_t>((h->flags & kFlagSlotVersion) | ((seq >> 8) & 0x7F) << 1);
+}
 
 inline constexpr uint16_t kRankMulticast = 0xFFFF;
 

@@ -48,25 +48,22 @@
 // at: none while results come in order, at most S.
 // Loss notices (docs/protocol.md §7; asked for unless loss_notices is false, granted unless the
 // appliance's dataplane.loss_notices is off). A rank cannot tell its own lost contribution from
-// another rank's: both leave the same hole. The appliance can: when this rank's contribution to
-// chunk g + d arrives while the round of chunk g is open without this rank's, it sends this rank
-// alone a loss notice for chunk g, and the rank resends it at once if its latest copy of chunk g
-// left before chunk g + d first did (else that copy may still be on its way: a resend, or chunks
-// sent out of order because their slots' results came back out of order). So with notices granted
-// a hole revealed by results is resent by the rule above only once it stayed unanswered for a
-// grace of SRTT + 2 RTTVAR after the result that revealed it. A hole that is another rank's lost
-// contribution is repaired within about one round trip: the notice left the appliance when that
-// rank's chunk g + d arrived, no later than our revealing result (the answer to chunk g + k,
-// k = fast_retransmit_after) where d <= k, as on one core (d = 3), and d - k of that rank's
-// packets later on more cores; half a round trip takes it there, half one brings its resend to
-// the appliance, and the completed result reaches us about when a round trip after ours would.
-// The two mean deviations cover the spread of round trips as RFC 6298's estimator sees it, and
-// those few packet times. What the grace leaves to this rank: a lost result to it, a lost notice,
-// a lost resend, a loss of its own the appliance could not yet see (its later chunk arrived
-// before any other rank had opened the round: a rank far ahead, as in a call's first window);
-// the RTO still backs everything up.
-// Without a grant, or when the job's slot count is at most d (no notices are sent), the rule
-// above applies unchanged.
+// another rank's: both leave the same hole. The appliance can: the rank numbers its first
+// transmissions to each appliance core modulo 2^15 in the packet (a resend repeats its packet),
+// and a core that receives a number ahead of the one it expects from this rank tells this rank
+// alone each number skipped, in a loss notice from that core's QP. The rank resends at once the
+// contribution the notice names when that core's slot still carries it unanswered and not resent
+// since; any other notice is stale. So with notices granted a hole revealed by results is resent
+// by the rule above only once it stayed unanswered for a grace of SRTT + 2 RTTVAR after the
+// result that revealed it. A hole that is another rank's lost contribution is repaired within
+// about one round trip: the notice left the appliance when that rank's next contribution to the
+// core arrived (before, or with, the later chunks whose results reveal the hole to us), half a
+// round trip takes it there, half one brings its resend to the appliance, and the completed
+// result reaches us about when a round trip after ours would. The two mean deviations cover the
+// spread of round trips as RFC 6298's estimator sees it. What the grace leaves to this rank: a
+// lost result to it, a lost notice, a lost resend, the loss of its last contribution to a core
+// (nothing after it reveals it); the RTO still backs everything up.
+// Without a grant the rule above applies unchanged.
 //
 // Congestion window. Of an appliance's S slots, at most `window` carry a chunk at once (S while
 // the fabric is calm). A RoCEv2 CNP from that appliance (it saw our contributions marked CE on
@@ -307,8 +304,8 @@ class Communicator {
   void wait_register(const Appliance& a) const;
   Status accept_grant(Appliance& a);
   void issue(Appliance& a, uint64_t g, uint64_t now, bool replay = false);
-  uint32_t build_contribution(const Appliance& a, uint32_t s, uint8_t* pkt, uint64_t g, uint32_t round,
-                              uint32_t coll_seq, uint64_t offset, uint16_t count, const uint8_t* payload);
+  uint32_t build_contribution(Appliance& a, uint32_t s, uint8_t* pkt, uint64_t g, uint32_t round, uint32_t coll_seq,
+                              uint64_t offset, uint16_t count, const uint8_t* payload);
   void send_first(Appliance& a, Slot& sl, uint64_t now);
   void on_lost(size_t index, Status why, bool member_left);
   void declare_lost(size_t index, Status why);
@@ -329,7 +326,7 @@ class Communicator {
   bool failover_enabled() const;
   void on_received(uint64_t now);
   void fast_retransmit(Appliance& a, const Slot& answered, uint64_t now);
-  void on_loss_notice(Appliance& a, const wire::SumcastHeader& h, uint64_t now);
+  void on_loss_notice(Appliance& a, const wire::SumcastHeader& h, uint32_t src_qp, uint64_t now);
   void resend_early(Appliance& a, Slot& sl, uint64_t now);
   uint64_t notice_grace_ns(const Appliance& a) const;
   void update_rto(Appliance& a, uint64_t sample_ns);

@@ -125,6 +125,8 @@ struct Received {
   // `hdr` and `payload` are then not set.
   bool cnp = false;
   bool ce = false;  // a result whose IPv4 ECN field was CE: congestion on the way to us
+  // The sender's QP (DETH source QP; a UD completion's src_qp): which appliance core it came from.
+  uint32_t src_qp = 0;
 };
 
 class Transport {
