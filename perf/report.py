@@ -238,11 +238,12 @@ def cluster(path):
               f"net_{data.get('pmd', 'af_packet')}, {links}. algbw in GB/s (1e9 bytes/s); xR columns: "
               f"multiples of 200 Mbit/s.")
         rate = 200
+    polling = "busy-polling" if data.get("idle_poll", "busy") == "busy" else "adaptive idle polling"
     for case in data.get("cases", []):
         n, loss = case["ranks"], case["loss_pct"]
         print(f"\nn = {n}, loss {loss}% on every link; CPU idle (2 CPUs) during the runs: sumcast "
               f"{case.get('idle_sumcast', 0):.0f}% (sumcastd itself {case.get('appliance_cpu_sumcast', 0):.0f}%, "
-              f"busy-polling), MPI default {case.get('idle_mpi_default', 0):.0f}%, "
+              f"{polling}), MPI default {case.get('idle_mpi_default', 0):.0f}%, "
               f"MPI ring {case.get('idle_mpi_ring', 0):.0f}% (no sumcastd running)")
         print(f"{'size':>9} | {'sumcast':>8} {'xR':>5} {'wrong':>5} | {'MPI dflt':>8} {'MPI ring':>8} "
               f"{'best xR':>7} | {'ratio':>6}")
@@ -262,7 +263,7 @@ def cluster(path):
             mpis = [x for x in (cpg.get("mpi_default"), cpg.get("mpi_ring")) if x is not None]
             best = min(mpis, default=None)
             total = w + a if (w is not None and a is not None) else None
-            print(f"CPU seconds per all-reduced GB (all ranks; appliance apart, it busy-polls one lcore): sumcast "
+            print(f"CPU seconds per all-reduced GB (all ranks; appliance apart, {polling} one lcore): sumcast "
                   f"workers {f(w)}, appliance {f(a)}, together {f(total)} | MPI default {f(cpg.get('mpi_default'))}, "
                   f"ring {f(cpg.get('mpi_ring'))}")
             if best:
