@@ -39,8 +39,10 @@ IT_T0=$SECONDS
 # the cleanup always runs).
 IT_LIMIT_S=${IT_LIMIT_S:-150}
 
+IT_FAILED=
 fail() {
-  echo "FAIL: $*" >&2
+  IT_FAILED="FAIL: $*"
+  echo "$IT_FAILED" >&2
   exit 1
 }
 note() { printf '[%3ds] %s\n' $((SECONDS - IT_T0)) "$*"; }
@@ -59,6 +61,8 @@ _it_cleanup() {
       echo "--- $(basename "$f") (last 40 lines)"
       tail -n 40 "$f"
     done
+    # Again after the logs: CI shows only the end of a failed test's output.
+    [ -z "$IT_FAILED" ] || echo "$IT_FAILED (repeated after the logs above)"
   fi
   [ -z "$IT_WORK" ] || rm -rf "$IT_WORK"
   exit $rc

@@ -155,7 +155,7 @@ NFT
     cap=$!
     IT_EXTRA_PIDS+=($cap)
     tb_wait_line "$IT_WORK/tshark.log" "Capturing on" 20 $cap || fail "tshark did not start capturing"
-    it_ranks ecn routed-ecn $N --counts 1,16385,262144 --iters 2 --warmup 0 --check --ecn --gap-us 300000
+    it_ranks ecn routed-ecn $N --counts 1,16385,262144 --iters 1 --warmup 0 --check --ecn --gap-us 2000000
     # While the job is registered and idle between two calls (--gap-us), the appliance's CE count
     # per core (the only job since it started), the job's, and the sum of its members' agree.
     ce_agree() {

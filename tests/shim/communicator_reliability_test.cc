@@ -253,8 +253,11 @@ TEST(CommunicatorFastRetransmit, LostAnswerToAFastRetransmissionIsResentWithoutW
   auto service = start_service(so);
   ASSERT_TRUE(service);
   ImpairmentCounters impairments;
-  const OneCall r = one_fp32_call(*service, "fast2", kWorld, size_t{1} << 16, 9, [&](int rank, CommConfig& c) {
-    c.slots = 32;                   // 256 chunks of 1 KiB over 32 slots: chunk 100 is slot 4, round 3
+  // 1024 chunks: after the first resend the other slots go on for many round trips. With 256 the
+  // call could run out of chunks sent a round trip after the resend (the ones that reveal its loss)
+  // when round trips were long and the first resend waited its grace (ASan on a slow 2-CPU machine).
+  const OneCall r = one_fp32_call(*service, "fast2", kWorld, size_t{1} << 18, 9, [&](int rank, CommConfig& c) {
+    c.slots = 32;                   // 1024 chunks of 1 KiB over 32 slots: chunk 100 is slot 4, round 3
     c.rto_initial_us = 60'000'000;  // a minute: the timers never fire within the test
     c.rto_max_us = 60'000'000;
     c.op_timeout_ms = 120'000;
