@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-ranks", so.max_ranks, "ranks per job")->check(CLI::Range(1, 65535));
   app.add_option("--job-timeout-ms", so.job_timeout_ms, "no progress this long fails a job")
       ->check(CLI::Range(1, 100000000));
+  app.add_flag("--udp-trains", so.udp_trains,
+               "receive workers' UDP_SEGMENT trains coalesced (UDP_GRO) and send results as trains; only where "
+               "every worker receives with UDP GRO and the path keeps trains whole (docs/deployment.md)");
   if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
   sumcast::Result<std::string> token = sumcast::read_token_file(token_file);
   if (!token.ok()) {
@@ -62,8 +65,13 @@ int main(int argc, char** argv) {
   const auto sc = service->server_counters();
   const auto c = service->counters();
   service->stop();
-  std::printf("sumcast-serve: stopped by signal %d; jobs started %llu, rx %llu, tx %llu datagrams\n", sig,
-              static_cast<unsigned long long>(sc.jobs_started), static_cast<unsigned long long>(c.rx_datagrams),
-              static_cast<unsigned long long>(c.tx_datagrams));
+  std::printf(
+      "sumcast-serve: stopped by signal %d; jobs started %llu, rx %llu datagrams (%llu in %llu coalesced buffers), "
+      "tx %llu datagrams (%llu in %llu trains), dropped: rx truncated %llu, rx bad ICRC %llu, tx %llu\n",
+      sig, static_cast<unsigned long long>(sc.jobs_started), static_cast<unsigned long long>(c.rx_datagrams),
+      static_cast<unsigned long long>(c.rx_coalesced_datagrams), static_cast<unsigned long long>(c.rx_coalesced),
+      static_cast<unsigned long long>(c.tx_datagrams), static_cast<unsigned long long>(c.tx_train_datagrams),
+      static_cast<unsigned long long>(c.tx_trains), static_cast<unsigned long long>(c.rx_truncated),
+      static_cast<unsigned long long>(c.rx_bad_icrc), static_cast<unsigned long long>(c.tx_dropped));
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -31,6 +32,13 @@ constexpr size_t kRxRoom = kFrameBufLen - wire::kBthOffset;
 constexpr uint32_t kCoreQpn = 0x000100;
 constexpr size_t kTxPoolFactor = 4;  // tx buffers = batch * this
 constexpr uint16_t kIpFlagsDf = 0x4000;
+// udp_trains. A coalesced buffer (UDP_GRO) is at most one UDP datagram's worth (65507 bytes), a
+// train at most 64 datagrams (the kernel's UDP_MAX_SEGMENTS) and, below that, 63 KiB.
+constexpr size_t kGroBufLen = 65536;
+constexpr size_t kGroBufs = 8;  // coalesced buffers per recvmmsg
+constexpr size_t kMaxTrain = 64;
+constexpr size_t kMaxTrainBytes = 63 * 1024;
+constexpr size_t kCmsgWords = 4;  // one UDP_SEGMENT or UDP_GRO control message, 8-byte words
 
 void set_buffer(int fd, int force_opt, int opt, int bytes) {
   if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) != 0) {
@@ -45,6 +53,10 @@ struct AtomicCounters {
   std::atomic<uint64_t> tx_datagrams{0};
   std::atomic<uint64_t> tx_dropped{0};
   std::atomic<uint64_t> tx_restamped{0};
+  std::atomic<uint64_t> rx_coalesced{0};
+  std::atomic<uint64_t> rx_coalesced_datagrams{0};
+  std::atomic<uint64_t> tx_trains{0};
+  std::atomic<uint64_t> tx_train_datagrams{0};
 };
 
 }  // namespace
@@ -103,7 +115,21 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
     if (queued.size() >= options.batch) flush();
   }
   void flush() override {
+    // udp_trains: frames to one destination go out as UDP_SEGMENT trains (the kernel gives
+    // segment k IP ID k, so segment k's ICRC is stamped for that ID): group them, keeping each
+    // destination's order.
+    if (options.udp_trains) std::stable_sort(queued.begin(), queued.end(), [](const auto& a, const auto& b) {
+      const uint8_t* ia = a.first + wire::kIpOffset;
+      const uint8_t* ib = b.first + wire::kIpOffset;
+      const uint64_t ka = (uint64_t{load_be32(ia + 16)} << 16) | load_be16(ia + wire::kIpv4HeaderLen + 2);
+      const uint64_t kb = (uint64_t{load_be32(ib + 16)} << 16) | load_be16(ib + wire::kIpv4HeaderLen + 2);
+      return ka < kb;
+    });
     size_t n = 0;
+    size_t niov = 0;
+    uint32_t train_ip = 0;
+    uint16_t train_port = 0;
+    size_t train_len = 0;
     for (const auto& [buf, len] : queued) {
       (void)len;
       uint8_t* ip = buf + wire::kIpOffset;
@@ -117,6 +143,32 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
       }
       uint8_t* roce = udp + wire::kUdpHeaderLen;
       const size_t roce_len = udp_len - wire::kUdpHeaderLen;
+      // Join the train before this frame: same destination and length, room left.
+      if (options.udp_trains && n > 0 && dst_ip == train_ip && dst_port == train_port && roce_len == train_len) {
+        mmsghdr& m = tx_msgs[n - 1];
+        const size_t k = m.msg_hdr.msg_iovlen;
+        if (k < kMaxTrain && (k + 1) * roce_len <= kMaxTrainBytes) {
+          const icrc::UdpFields f{.src_ip = ip_addr, .dst_ip = dst_ip, .src_port = port, .dst_port = dst_port,
+                                  .ip_id = static_cast<uint16_t>(k)};
+          icrc::stamp_udp(f, std::span<uint8_t>(roce, roce_len));
+          tx_iov[niov++] = {roce, roce_len};
+          m.msg_hdr.msg_iovlen = k + 1;
+          if (k == 1) {  // a train now: tell the kernel where to cut
+            m.msg_hdr.msg_control = &tx_cmsg[(n - 1) * kCmsgWords];
+            m.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+            cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr);
+            c->cmsg_level = SOL_UDP;
+            c->cmsg_type = UDP_SEGMENT;
+            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            const uint16_t gso = static_cast<uint16_t>(roce_len);
+            std::memcpy(CMSG_DATA(c), &gso, sizeof(gso));
+          }
+          continue;
+        }
+      }
+      train_ip = dst_ip;
+      train_port = dst_port;
+      train_len = roce_len;
       const bool kernel_same = load_be32(ip + 12) == ip_addr && load_be16(udp) == port && load_be16(ip + 4) == 0 &&
                                (load_be16(ip + 6) & 0xE000) == kIpFlagsDf;
       if (!kernel_same) {
@@ -130,12 +182,12 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
       to.sin_family = AF_INET;
       to.sin_port = htons(dst_port);
       to.sin_addr.s_addr = htonl(dst_ip);
-      tx_iov[n] = {roce, roce_len};
+      tx_iov[niov] = {roce, roce_len};
       mmsghdr& m = tx_msgs[n];
       std::memset(&m, 0, sizeof(m));
       m.msg_hdr.msg_name = &to;
       m.msg_hdr.msg_namelen = sizeof(to);
-      m.msg_hdr.msg_iov = &tx_iov[n];
+      m.msg_hdr.msg_iov = &tx_iov[niov++];
       m.msg_hdr.msg_iovlen = 1;
       ++n;
     }
@@ -144,8 +196,15 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
     while (done < n) {
       const int rc = sendmmsg(fd, tx_msgs.data() + done, static_cast<unsigned>(n - done), MSG_DONTWAIT);
       if (rc > 0) {
+        for (size_t i = done; i < done + static_cast<size_t>(rc); ++i) {
+          const size_t k = tx_msgs[i].msg_hdr.msg_iovlen;
+          bump(counters.tx_datagrams, k);
+          if (k > 1) {
+            bump(counters.tx_trains);
+            bump(counters.tx_train_datagrams, k);
+          }
+        }
         done += static_cast<size_t>(rc);
-        bump(counters.tx_datagrams, static_cast<uint64_t>(rc));
         waited = false;
         continue;
       }
@@ -156,7 +215,8 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
         waited = true;
         continue;
       }
-      bump(counters.tx_dropped);  // full after a wait, or unreachable: the worker's RTO recovers
+      // Full after a wait, or unreachable: the worker's RTO recovers.
+      bump(counters.tx_dropped, tx_msgs[done].msg_hdr.msg_iovlen);
       ++done;
     }
     for (const auto& q : queued) free_bufs.push_back(q.first);
@@ -173,6 +233,10 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
       if (prc < 0 && errno != EINTR) break;
       if (fds[1].revents != 0) break;
       for (int burst = 0; burst < 64; ++burst) {
+        if (options.udp_trains) {
+          if (!receive_coalesced(views)) break;
+          continue;
+        }
         for (size_t i = 0; i < b; ++i) {
           rx_iov[i] = {rx_mem.data() + i * kFrameBufLen + wire::kBthOffset, kRxRoom};
           msghdr& h = rx_msgs[i].msg_hdr;
@@ -188,30 +252,10 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
         size_t nv = 0;
         for (int i = 0; i < rc; ++i) {
           uint8_t* frame = rx_mem.data() + static_cast<size_t>(i) * kFrameBufLen;
-          const size_t len = rx_msgs[i].msg_len;
-          if ((rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len >= kRxRoom) {
-            bump(counters.rx_truncated);
-            continue;
+          const size_t len = (rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 ? kRxRoom : rx_msgs[i].msg_len;
+          if (wrap(frame, len, ntohl(rx_addr[i].sin_addr.s_addr), ntohs(rx_addr[i].sin_port), 0)) {
+            views[nv++] = {frame, static_cast<uint32_t>(wire::kBthOffset + len)};
           }
-          const uint32_t src_ip = ntohl(rx_addr[i].sin_addr.s_addr);
-          const uint16_t src_port = ntohs(rx_addr[i].sin_port);
-          if (port != wire::kRoceUdpPort && options.verify_icrc) {
-            icrc::UdpFields f;
-            f.src_ip = src_ip;
-            f.dst_ip = ip_addr;
-            f.src_port = src_port;
-            f.dst_port = port;
-            if (len < wire::kBthLen + wire::kIcrcLen ||
-                !icrc::verify_udp(f, std::span<const uint8_t>(frame + wire::kBthOffset, len))) {
-              bump(counters.rx_bad_icrc);
-              continue;
-            }
-          }
-          write_headers(frame, src_ip, src_port, len);
-          if (port != wire::kRoceUdpPort && len >= wire::kBthLen + wire::kIcrcLen) {
-            icrc::stamp_frame(std::span<uint8_t>(frame, wire::kBthOffset + len));
-          }
-          views[nv++] = {frame, static_cast<uint32_t>(wire::kBthOffset + len)};
         }
         {
           std::lock_guard<std::mutex> lock(mu);
@@ -223,7 +267,108 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
     }
   }
 
-  void write_headers(uint8_t* frame, uint32_t src_ip, uint16_t src_port, size_t roce_len) const {
+  // Wraps the datagram at frame + kBthOffset (`len` bytes from src_ip:src_port; kRxRoom or more:
+  // truncated) into the Ethernet / IPv4 / UDP frame its sender's NIC would have produced; false
+  // when it is dropped (counted). `index`: its place in a coalesced buffer (udp_trains). A sender's
+  // UDP_SEGMENT train leaves with IP ID k on datagram k and stamps its ICRC for that ID; datagrams
+  // coalesced on their way here were each sent alone, with ID 0. Either is accepted.
+  bool wrap(uint8_t* frame, size_t len, uint32_t src_ip, uint16_t src_port, uint16_t index) {
+    if (len >= kRxRoom) {
+      bump(counters.rx_truncated);
+      return false;
+    }
+    const std::span<const uint8_t> roce(frame + wire::kBthOffset, len);
+    const bool own_check = port != wire::kRoceUdpPort || index != 0;
+    uint16_t ip_id = 0;
+    if (own_check && options.verify_icrc) {
+      icrc::UdpFields f{.src_ip = src_ip, .dst_ip = ip_addr, .src_port = src_port, .dst_port = port};
+      bool ok = false;
+      if (len >= wire::kBthLen + wire::kIcrcLen) {
+        f.ip_id = index;
+        ok = icrc::verify_udp(f, roce);
+        if (ok) {
+          ip_id = index;
+        } else if (index != 0) {
+          f.ip_id = 0;
+          ok = icrc::verify_udp(f, roce);
+        }
+      }
+      // On port 4791 a datagram that matches neither goes on with ID 0: the engine counts it.
+      if (!ok && port != wire::kRoceUdpPort) {
+        bump(counters.rx_bad_icrc);
+        return false;
+      }
+    }
+    write_headers(frame, src_ip, src_port, len, ip_id);
+    if (port != wire::kRoceUdpPort && len >= wire::kBthLen + wire::kIcrcLen) {
+      icrc::stamp_frame(std::span<uint8_t>(frame, wire::kBthOffset + len));
+    }
+    return true;
+  }
+
+  // udp_trains: one recvmmsg of up to kGroBufs coalesced buffers, each datagram copied out to a
+  // frame of its own (the engine needs the headers in front), one engine burst. False when the
+  // socket had less than a full read.
+  bool receive_coalesced(std::vector<engine::PacketView>& views) {
+    for (size_t i = 0; i < kGroBufs; ++i) {
+      rx_iov[i] = {rx_big.data() + i * kGroBufLen, kGroBufLen};
+      msghdr& h = rx_msgs[i].msg_hdr;
+      std::memset(&h, 0, sizeof(h));
+      h.msg_name = &rx_addr[i];
+      h.msg_namelen = sizeof(sockaddr_in);
+      h.msg_iov = &rx_iov[i];
+      h.msg_iovlen = 1;
+      h.msg_control = &rx_cmsg[i * kCmsgWords];
+      h.msg_controllen = kCmsgWords * 8;
+    }
+    const int rc = recvmmsg(fd, rx_msgs.data(), static_cast<unsigned>(kGroBufs), MSG_DONTWAIT, nullptr);
+    if (rc <= 0) return false;
+    if (views.size() < kGroBufs * kMaxTrain) views.resize(kGroBufs * kMaxTrain);
+    size_t nv = 0;
+    for (size_t i = 0; i < static_cast<size_t>(rc); ++i) {
+      msghdr& h = rx_msgs[i].msg_hdr;
+      const size_t len = rx_msgs[i].msg_len;
+      size_t seg = len;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+          int g = 0;
+          std::memcpy(&g, CMSG_DATA(c), sizeof(g));
+          if (g > 0 && static_cast<size_t>(g) < len) seg = static_cast<size_t>(g);
+        }
+      }
+      if (seg < len) {
+        bump(counters.rx_coalesced);
+        bump(counters.rx_coalesced_datagrams, (len + seg - 1) / seg);
+      }
+      const uint32_t src_ip = ntohl(rx_addr[i].sin_addr.s_addr);
+      const uint16_t src_port = ntohs(rx_addr[i].sin_port);
+      const bool truncated = (h.msg_flags & MSG_TRUNC) != 0;
+      uint16_t k = 0;
+      size_t off = 0;
+      do {  // once for an empty datagram too (the engine rejects it)
+        const size_t l = std::min(seg, len - off);
+        bump(counters.rx_datagrams);
+        uint8_t* frame = rx_mem.data() + nv * kFrameBufLen;
+        if (truncated || l >= kRxRoom) {
+          bump(counters.rx_truncated);
+        } else {
+          std::memcpy(frame + wire::kBthOffset, rx_big.data() + i * kGroBufLen + off, l);
+          if (wrap(frame, l, src_ip, src_port, k)) views[nv++] = {frame, static_cast<uint32_t>(wire::kBthOffset + l)};
+        }
+        off += l;
+        ++k;
+      } while (off < len && k < kMaxTrain);
+      if (off < len) bump(counters.rx_truncated);  // more than a train's worth: the rest is lost
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      engine.process_burst(std::span<const engine::PacketView>(views.data(), nv), *this);
+      flush();
+    }
+    return static_cast<size_t>(rc) == kGroBufs;
+  }
+
+  void write_headers(uint8_t* frame, uint32_t src_ip, uint16_t src_port, size_t roce_len, uint16_t ip_id = 0) const {
     std::memcpy(frame, engine_mac, 6);  // destination: the engine's own MAC
     std::memset(frame + 6, 0, 6);
     store_be16(frame + 12, wire::kEtherTypeIpv4);
@@ -231,7 +376,7 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
     ip[0] = 0x45;
     ip[1] = 0;
     store_be16(ip + 2, static_cast<uint16_t>(wire::kIpv4HeaderLen + wire::kUdpHeaderLen + roce_len));
-    store_be16(ip + 4, 0);           // IP ID 0 ...
+    store_be16(ip + 4, ip_id);       // IP ID (0 but in trains) ...
     store_be16(ip + 6, kIpFlagsDf);  // ... with DF, as the sender's kernel wrote it
     ip[8] = 64;
     ip[9] = wire::kIpProtoUdp;
@@ -275,6 +420,11 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
   std::vector<mmsghdr> tx_msgs;
   std::vector<iovec> tx_iov;
   std::vector<sockaddr_in> tx_addr;
+  std::vector<uint64_t> tx_cmsg;  // kCmsgWords per message: UDP_SEGMENT (udp_trains)
+
+  // udp_trains: coalesced buffers land in rx_big; their datagrams are copied out to rx_mem frames.
+  std::vector<uint8_t> rx_big;
+  std::vector<uint64_t> rx_cmsg;  // kCmsgWords per buffer: UDP_GRO
 
   std::vector<uint8_t> rx_mem;  // touched by the loop thread only
   std::vector<mmsghdr> rx_msgs;
@@ -346,6 +496,21 @@ Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
   s.tx_msgs.resize(b * kTxPoolFactor);
   s.tx_iov.resize(b * kTxPoolFactor);
   s.tx_addr.resize(b * kTxPoolFactor);
+  if (o.udp_trains) {
+    const int one = 1;
+    if (setsockopt(s.fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
+      return Status::from_errno("embedded service: udp_trains: UDP_GRO (Linux 5.0 or later)");
+    }
+    s.tx_cmsg.assign(b * kTxPoolFactor * kCmsgWords, 0);
+    s.rx_big.assign(kGroBufs * kGroBufLen, 0);
+    s.rx_cmsg.assign(kGroBufs * kCmsgWords, 0);
+    s.rx_mem.assign(kGroBufs * kMaxTrain * kFrameBufLen, 0);
+    if (s.rx_msgs.size() < kGroBufs) {
+      s.rx_msgs.resize(kGroBufs);
+      s.rx_iov.resize(kGroBufs);
+      s.rx_addr.resize(kGroBufs);
+    }
+  }
 
   control::ServerOptions so;
   so.listen_ip = ip;
@@ -409,6 +574,10 @@ ServiceCounters Service::counters() const {
   s.tx_datagrams = c.tx_datagrams.load(std::memory_order_relaxed);
   s.tx_dropped = c.tx_dropped.load(std::memory_order_relaxed);
   s.tx_restamped = c.tx_restamped.load(std::memory_order_relaxed);
+  s.rx_coalesced = c.rx_coalesced.load(std::memory_order_relaxed);
+  s.rx_coalesced_datagrams = c.rx_coalesced_datagrams.load(std::memory_order_relaxed);
+  s.tx_trains = c.tx_trains.load(std::memory_order_relaxed);
+  s.tx_train_datagrams = c.tx_train_datagrams.load(std::memory_order_relaxed);
   return s;
 }
 

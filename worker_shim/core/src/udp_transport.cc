@@ -511,6 +511,7 @@ size_t UdpTransport::drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16
     d.group = group;
     d.ecn = ctl.ecn;
     size_t off = 0;
+    d.train_index = 0;
     do {  // once for an empty datagram too (the parser rejects it)
       d.data = data + off;
       d.len = static_cast<uint32_t>(std::min(seg, len - off));
@@ -522,6 +523,7 @@ size_t UdpTransport::drain(int fd, uint32_t* drops_seen, uint32_t dst_ip, uint16
       } else {
         pending_.push_back(d);
       }
+      ++d.train_index;
     } while (off < len);
   }
   *accepted = n;
@@ -595,9 +597,16 @@ bool UdpTransport::accept(const Datagram& d, Received* r) {
     drop(DropReason::kBadQkey);
     return false;
   }
-  if (options_.verify_icrc && !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
-    drop(DropReason::kBadIcrc);
-    return false;
+  if (options_.verify_icrc) {
+    // In a coalesced buffer, datagram k was stamped for IP ID k when its sender sent a train
+    // (UDP_SEGMENT), for IP ID 0 when the receiving side coalesced lone datagrams.
+    icrc::UdpFields fk = f;
+    fk.ip_id = d.train_index;
+    if (!(d.train_index != 0 && icrc::verify_udp(fk, std::span<const uint8_t>(data, len))) &&
+        !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+      drop(DropReason::kBadIcrc);
+      return false;
+    }
   }
   if (pp.hdr.type == wire::MsgType::kContribution) {
     drop(DropReason::kNotResult);

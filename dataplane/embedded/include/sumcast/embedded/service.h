@@ -2,7 +2,8 @@
 // plus its control server (control::Server), in-process, without DPDK. For the worker library's
 // tests on loopback, and for worker hosts that sum part of a job themselves (docs/scale-out.md).
 //
-// Data path. Each datagram received on the UDP socket (recvmmsg) is wrapped into the Ethernet /
+// Data path. Each datagram received on the UDP socket (recvmmsg; with udp_trains, coalesced
+// buffers split into their datagrams) is wrapped into the Ethernet /
 // IPv4 / UDP frame the sender's NIC would have produced (source address and port from the
 // datagram, destination ours, IP ID 0 and DF as Linux sends from unconnected sockets), so the
 // engine checks the sender's ICRC over exactly the bytes it was stamped on, and fed to
@@ -53,6 +54,14 @@ struct ServiceOptions {
   std::string multicast_group = "239.255.77.0";
   // Loss notices for the jobs that ask (agg.conf dataplane.loss_notices, docs/protocol.md §7).
   bool loss_notices = true;
+  // UDP trains (docs/deployment.md, "UDP trains"): UDP_GRO on the data socket, so a worker's
+  // UDP_SEGMENT train (--udp-gso on) arrives as one buffer, datagram k checked for IP ID k (or 0:
+  // lone datagrams coalesced on the way), and results to one destination (a member or the
+  // job's group) sent as UDP_SEGMENT trains, datagram k stamped for the IP ID k the kernel gives
+  // it. Only where every worker receives with UDP GRO (the worker library's default) and the path
+  // delivers trains whole or coalesced (one host's veths and bridges; NICs with GRO): a datagram
+  // k > 0 that arrives alone fails its ICRC. Off by default. Start fails without UDP_GRO (Linux < 5.0).
+  bool udp_trains = false;
 };
 
 // Written by the loop thread (and the control thread under the engine mutex); read relaxed.
@@ -63,6 +72,10 @@ struct ServiceCounters {
   uint64_t tx_datagrams = 0;
   uint64_t tx_dropped = 0;    // socket buffer full after a bounded wait, or no buffer
   uint64_t tx_restamped = 0;  // replies whose ICRC was recomputed for the kernel's headers
+  uint64_t rx_coalesced = 0;            // udp_trains: buffers holding several datagrams ...
+  uint64_t rx_coalesced_datagrams = 0;  // ... and the datagrams in them (also in rx_datagrams)
+  uint64_t tx_trains = 0;               // udp_trains: UDP_SEGMENT sends of two or more ...
+  uint64_t tx_train_datagrams = 0;      // ... datagrams (also in tx_datagrams)
 };
 
 class Service {

@@ -120,6 +120,7 @@ class UdpTransport final : public Transport {
     uint16_t dst_port = 0;
     bool group = false;  // arrived on a group socket
     uint8_t ecn = 0;
+    uint16_t train_index = 0;  // its place in a coalesced buffer (UDP_GRO); 0 alone
   };
   // Receives up to `max_msgs` buffers into rx buffers [first, first + max_msgs) from `fd`, whose
   // datagrams were sent to dst_ip:dst_port (`group`: a group socket); returns the buffers read.
