@@ -229,22 +229,27 @@ def cluster(path):
     rate = data.get("rate_mbit", 0)
     # Results from before the run recorded its MTU and payload were all at 1500 and 1 KiB.
     links = f"MTU {data.get('mtu', 1500)}, {data.get('payload', 1024)} B payloads, {data.get('slots', 64)} slots per job"
+    # The appliance: sumcastd (DPDK, a polling lcore) or sumcast-serve --udp-trains (kernel sockets).
+    serve = data.get("appliance", "sumcastd") == "serve"
+    app = "sumcast-serve (kernel UDP, UDP trains)" if serve else f"sumcastd on net_{data.get('pmd', 'af_packet')}"
     if rate:
         print(f"All-reduce on the emulated cluster: every worker link tbf {rate} Mbit/s each way "
-              f"(R = {rate / 8000:.4f} GB/s), appliance link n x R; sumcastd on net_{data.get('pmd', 'af_packet')}, "
+              f"(R = {rate / 8000:.4f} GB/s), appliance link n x R; {app}, "
               f"{links}. algbw in GB/s (1e9 bytes/s).")
     else:
-        print(f"All-reduce on the test bed WITHOUT shaping (the machine's CPU-bound ceiling); sumcastd on "
-              f"net_{data.get('pmd', 'af_packet')}, {links}. algbw in GB/s (1e9 bytes/s); xR columns: "
+        print(f"All-reduce on the test bed WITHOUT shaping (the machine's CPU-bound ceiling); {app}, "
+              f"{links}. algbw in GB/s (1e9 bytes/s); xR columns: "
               f"multiples of 200 Mbit/s.")
         rate = 200
     polling = "busy-polling" if data.get("idle_poll", "busy") == "busy" else "adaptive idle polling"
+    if serve:
+        polling = "woken by its socket"
     for case in data.get("cases", []):
         n, loss = case["ranks"], case["loss_pct"]
         print(f"\nn = {n}, loss {loss}% on every link; CPU idle (2 CPUs) during the runs: sumcast "
-              f"{case.get('idle_sumcast', 0):.0f}% (sumcastd itself {case.get('appliance_cpu_sumcast', 0):.0f}%, "
+              f"{case.get('idle_sumcast', 0):.0f}% (the appliance itself {case.get('appliance_cpu_sumcast', 0):.0f}%, "
               f"{polling}), MPI default {case.get('idle_mpi_default', 0):.0f}%, "
-              f"MPI ring {case.get('idle_mpi_ring', 0):.0f}% (no sumcastd running)")
+              f"MPI ring {case.get('idle_mpi_ring', 0):.0f}% (no appliance running)")
         print(f"{'size':>9} | {'sumcast':>8} {'xR':>5} {'wrong':>5} | {'MPI dflt':>8} {'MPI ring':>8} "
               f"{'best xR':>7} | {'ratio':>6}")
         for row in case["rows"]:
@@ -263,7 +268,7 @@ def cluster(path):
             mpis = [x for x in (cpg.get("mpi_default"), cpg.get("mpi_ring")) if x is not None]
             best = min(mpis, default=None)
             total = w + a if (w is not None and a is not None) else None
-            print(f"CPU seconds per all-reduced GB (all ranks; appliance apart, {polling} one lcore): sumcast "
+            print(f"CPU seconds per all-reduced GB (all ranks; appliance apart, {polling}): sumcast "
                   f"workers {f(w)}, appliance {f(a)}, together {f(total)} | MPI default {f(cpg.get('mpi_default'))}, "
                   f"ring {f(cpg.get('mpi_ring'))}")
             if best:
