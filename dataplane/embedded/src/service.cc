@@ -118,13 +118,14 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
     // udp_trains: frames to one destination go out as UDP_SEGMENT trains (the kernel gives
     // segment k IP ID k, so segment k's ICRC is stamped for that ID): group them, keeping each
     // destination's order.
-    if (options.udp_trains) std::stable_sort(queued.begin(), queued.end(), [](const auto& a, const auto& b) {
-      const uint8_t* ia = a.first + wire::kIpOffset;
-      const uint8_t* ib = b.first + wire::kIpOffset;
-      const uint64_t ka = (uint64_t{load_be32(ia + 16)} << 16) | load_be16(ia + wire::kIpv4HeaderLen + 2);
-      const uint64_t kb = (uint64_t{load_be32(ib + 16)} << 16) | load_be16(ib + wire::kIpv4HeaderLen + 2);
-      return ka < kb;
-    });
+    if (options.udp_trains) {
+      const auto destination = [](const uint8_t* frame) {
+        const uint8_t* ip = frame + wire::kIpOffset;
+        return (uint64_t{load_be32(ip + 16)} << 16) | load_be16(ip + wire::kIpv4HeaderLen + 2);
+      };
+      std::stable_sort(queued.begin(), queued.end(),
+                       [&](const auto& a, const auto& b) { return destination(a.first) < destination(b.first); });
+    }
     size_t n = 0;
     size_t niov = 0;
     uint32_t train_ip = 0;
@@ -148,7 +149,10 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
         mmsghdr& m = tx_msgs[n - 1];
         const size_t k = m.msg_hdr.msg_iovlen;
         if (k < kMaxTrain && (k + 1) * roce_len <= kMaxTrainBytes) {
-          const icrc::UdpFields f{.src_ip = ip_addr, .dst_ip = dst_ip, .src_port = port, .dst_port = dst_port,
+          const icrc::UdpFields f{.src_ip = ip_addr,
+                                  .dst_ip = dst_ip,
+                                  .src_port = port,
+                                  .dst_port = dst_port,
                                   .ip_id = static_cast<uint16_t>(k)};
           icrc::stamp_udp(f, std::span<uint8_t>(roce, roce_len));
           tx_iov[niov++] = {roce, roce_len};
@@ -238,13 +242,7 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
           continue;
         }
         for (size_t i = 0; i < b; ++i) {
-          rx_iov[i] = {rx_mem.data() + i * kFrameBufLen + wire::kBthOffset, kRxRoom};
-          msghdr& h = rx_msgs[i].msg_hdr;
-          std::memset(&h, 0, sizeof(h));
-          h.msg_name = &rx_addr[i];
-          h.msg_namelen = sizeof(sockaddr_in);
-          h.msg_iov = &rx_iov[i];
-          h.msg_iovlen = 1;
+          prepare_rx(i, rx_mem.data() + i * kFrameBufLen + wire::kBthOffset, kRxRoom, nullptr);
         }
         const int rc = recvmmsg(fd, rx_msgs.data(), static_cast<unsigned>(b), MSG_DONTWAIT, nullptr);
         if (rc <= 0) break;
@@ -264,6 +262,21 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
         }
         if (static_cast<size_t>(rc) < b) break;
       }
+    }
+  }
+
+  // Points receive message i at `len` bytes at `data` (and, when given, kCmsgWords of control).
+  void prepare_rx(size_t i, uint8_t* data, size_t len, uint64_t* control) {
+    rx_iov[i] = {data, len};
+    msghdr& h = rx_msgs[i].msg_hdr;
+    std::memset(&h, 0, sizeof(h));
+    h.msg_name = &rx_addr[i];
+    h.msg_namelen = sizeof(sockaddr_in);
+    h.msg_iov = &rx_iov[i];
+    h.msg_iovlen = 1;
+    if (control != nullptr) {
+      h.msg_control = control;
+      h.msg_controllen = kCmsgWords * 8;
     }
   }
 
@@ -310,17 +323,8 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
   // frame of its own (the engine needs the headers in front), one engine burst. False when the
   // socket had less than a full read.
   bool receive_coalesced(std::vector<engine::PacketView>& views) {
-    for (size_t i = 0; i < kGroBufs; ++i) {
-      rx_iov[i] = {rx_big.data() + i * kGroBufLen, kGroBufLen};
-      msghdr& h = rx_msgs[i].msg_hdr;
-      std::memset(&h, 0, sizeof(h));
-      h.msg_name = &rx_addr[i];
-      h.msg_namelen = sizeof(sockaddr_in);
-      h.msg_iov = &rx_iov[i];
-      h.msg_iovlen = 1;
-      h.msg_control = &rx_cmsg[i * kCmsgWords];
-      h.msg_controllen = kCmsgWords * 8;
-    }
+    for (size_t i = 0; i < kGroBufs; ++i)
+      prepare_rx(i, rx_big.data() + i * kGroBufLen, kGroBufLen, &rx_cmsg[i * kCmsgWords]);
     const int rc = recvmmsg(fd, rx_msgs.data(), static_cast<unsigned>(kGroBufs), MSG_DONTWAIT, nullptr);
     if (rc <= 0) return false;
     if (views.size() < kGroBufs * kMaxTrain) views.resize(kGroBufs * kMaxTrain);

@@ -70,8 +70,8 @@ struct ServiceCounters {
   uint64_t rx_truncated = 0;  // larger than a frame buffer
   uint64_t rx_bad_icrc = 0;   // checked here (data port != 4791)
   uint64_t tx_datagrams = 0;
-  uint64_t tx_dropped = 0;    // socket buffer full after a bounded wait, or no buffer
-  uint64_t tx_restamped = 0;  // replies whose ICRC was recomputed for the kernel's headers
+  uint64_t tx_dropped = 0;              // socket buffer full after a bounded wait, or no buffer
+  uint64_t tx_restamped = 0;            // replies whose ICRC was recomputed for the kernel's headers
   uint64_t rx_coalesced = 0;            // udp_trains: buffers holding several datagrams ...
   uint64_t rx_coalesced_datagrams = 0;  // ... and the datagrams in them (also in rx_datagrams)
   uint64_t tx_trains = 0;               // udp_trains: UDP_SEGMENT sends of two or more ...
