@@ -131,41 +131,52 @@ TEST(EmbeddedService, EphemeralDataPortChecksAndRestampsTheIcrc) {
   EXPECT_EQ(s->engine_counters().drops[static_cast<size_t>(engine::DropReason::kBadIcrc)].load(), 0u);
 }
 
-// udp_trains with workers that send UDP_SEGMENT trains: the service gets them coalesced and checks
-// datagram k for IP ID k, sends its results as trains, which the workers get coalesced and check
-// the same way; every element exact, nothing dropped, and both directions counted as trains.
-// Without udp_trains the same trains reach the service cut into datagrams with IP IDs 1.. that it
-// cannot see, so its engine counts bad ICRCs: the option is what makes the difference.
-TEST(EmbeddedService, UdpTrainsCarryContributionsAndResultsWholeAndExact) {
-  constexpr int kWorld = 3;
-  constexpr size_t kCount = (size_t{4} << 20) / 4;  // 1024 chunks of 4 KiB per rank
-  const auto want = shim::testing::make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, kCount, kWorld, 11);
-  ServiceOptions o;
-  o.udp_trains = true;
-  auto s = shim::testing::start_service(o);
-  ASSERT_TRUE(s);
-  std::vector<std::string> errors(kWorld);
-  std::vector<shim::CommStats> stats(kWorld);
-  shim::testing::run_ranks(kWorld, [&](int rank) {
-    shim::CommConfig c =
-        shim::testing::base_config({s.get()}, "trains", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+// Runs one fp32 all-reduce of `count` elements per rank over `s` with workers that send UDP_SEGMENT
+// trains (4 KiB payloads, UDP GRO on); fills each rank's error ("" when exact) and statistics.
+void run_train_job(const Service& s, const std::string& job, int world, size_t count, int salt,
+                   std::vector<std::string>* errors, std::vector<shim::CommStats>* stats) {
+  const auto want = shim::testing::make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, world, salt);
+  errors->assign(static_cast<size_t>(world), "");
+  stats->assign(static_cast<size_t>(world), {});
+  shim::testing::run_ranks(world, [&](int rank) {
+    std::string& error = (*errors)[static_cast<size_t>(rank)];
+    shim::CommConfig c = shim::testing::base_config({&s}, job, static_cast<uint16_t>(rank),
+                                                    static_cast<uint16_t>(world), wire::Dtype::kFp32);
     c.payload_bytes = 4096;
     c.udp_gso = true;
     c.udp_gro = true;
     auto comm = shim::Communicator::create(c);
     if (!comm.ok()) {
-      errors[rank] = comm.status().to_string();
+      error = comm.status().to_string();
       return;
     }
-    auto buf = shim::testing::make_input(wire::Dtype::kFp32, kCount, rank, 11);
-    if (Status st = (*comm)->allreduce(buf.data(), buf.data(), kCount); !st.ok()) {
-      errors[rank] = st.to_string();
+    auto buf = shim::testing::make_input(wire::Dtype::kFp32, count, rank, salt);
+    if (Status st = (*comm)->allreduce(buf.data(), buf.data(), count); !st.ok()) {
+      error = st.to_string();
     } else if (const long bad = shim::testing::first_mismatch(buf, want, 4); bad != -1) {
-      errors[rank] = "element " + std::to_string(bad) + " wrong";
+      error = "element " + std::to_string(bad) + " wrong";
     }
-    stats[rank] = (*comm)->stats();
+    (*stats)[static_cast<size_t>(rank)] = (*comm)->stats();
   });
+}
+
+// udp_trains with workers that send UDP_SEGMENT trains: the service gets them coalesced and checks
+// datagram k for IP ID k, sends its results as trains, which the workers get coalesced and check
+// the same way; every element exact, nothing dropped, and both directions counted as trains.
+TEST(EmbeddedService, UdpTrainsCarryContributionsAndResultsWholeAndExact) {
+  constexpr int kWorld = 3;
+  ServiceOptions o;
+  o.udp_trains = true;
+  auto s = shim::testing::start_service(o);
+  ASSERT_TRUE(s);
+  std::vector<std::string> errors;
+  std::vector<shim::CommStats> stats;
+  run_train_job(*s, "trains", kWorld, (size_t{4} << 20) / 4, 11, &errors, &stats);  // 1024 chunks per rank
   for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  for (int r = 0; r < kWorld; ++r) {
+    const shim::TransportCounters& t = stats[r].transport;
+    if (t.gso_refused != 0 || t.gro_refused != 0) GTEST_SKIP() << "skipped: this kernel refused UDP GSO or GRO";
+  }
   const ServiceCounters c = s->counters();
   EXPECT_GT(c.rx_coalesced, 0u);
   EXPECT_GT(c.rx_coalesced_datagrams, c.rx_coalesced);
@@ -177,7 +188,6 @@ TEST(EmbeddedService, UdpTrainsCarryContributionsAndResultsWholeAndExact) {
   EXPECT_EQ(s->engine_counters().drops[static_cast<size_t>(engine::DropReason::kBadIcrc)].load(), 0u);
   for (int r = 0; r < kWorld; ++r) {
     const shim::TransportCounters& t = stats[r].transport;
-    if (t.gso_refused != 0 || t.gro_refused != 0) GTEST_SKIP() << "skipped: this kernel refused UDP GSO or GRO";
     EXPECT_GT(t.gso_sends, 0u) << "rank " << r;
     EXPECT_GT(t.gro_receives, 0u) << "rank " << r << ": no result train arrived coalesced";
     EXPECT_EQ(t.drops[static_cast<size_t>(shim::DropReason::kBadIcrc)], 0u) << "rank " << r;
@@ -189,28 +199,11 @@ TEST(EmbeddedService, UdpTrainsCarryContributionsAndResultsWholeAndExact) {
 // the engine (counted); the job still completes exactly, from the datagrams resent alone.
 TEST(EmbeddedService, TrainsToAServiceWithoutUdpTrainsFailTheirIcrcAndAreResent) {
   constexpr int kWorld = 2;
-  constexpr size_t kCount = (size_t{64} << 10) / 4;  // 16 chunks of 4 KiB per rank
-  const auto want = shim::testing::make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, kCount, kWorld, 12);
   auto s = shim::testing::start_service();
   ASSERT_TRUE(s);
-  std::vector<std::string> errors(kWorld);
-  shim::testing::run_ranks(kWorld, [&](int rank) {
-    shim::CommConfig c =
-        shim::testing::base_config({s.get()}, "no-trains", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
-    c.payload_bytes = 4096;
-    c.udp_gso = true;
-    auto comm = shim::Communicator::create(c);
-    if (!comm.ok()) {
-      errors[rank] = comm.status().to_string();
-      return;
-    }
-    auto buf = shim::testing::make_input(wire::Dtype::kFp32, kCount, rank, 12);
-    if (Status st = (*comm)->allreduce(buf.data(), buf.data(), kCount); !st.ok()) {
-      errors[rank] = st.to_string();
-    } else if (const long bad = shim::testing::first_mismatch(buf, want, 4); bad != -1) {
-      errors[rank] = "element " + std::to_string(bad) + " wrong";
-    }
-  });
+  std::vector<std::string> errors;
+  std::vector<shim::CommStats> stats;
+  run_train_job(*s, "no-trains", kWorld, (size_t{64} << 10) / 4, 12, &errors, &stats);  // 16 chunks per rank
   for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
   EXPECT_EQ(s->counters().rx_coalesced, 0u);
   EXPECT_EQ(s->counters().tx_trains, 0u);

@@ -372,7 +372,7 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
     return static_cast<size_t>(rc) == kGroBufs;
   }
 
-  void write_headers(uint8_t* frame, uint32_t src_ip, uint16_t src_port, size_t roce_len, uint16_t ip_id = 0) const {
+  void write_headers(uint8_t* frame, uint32_t src_ip, uint16_t src_port, size_t roce_len, uint16_t ip_id) const {
     std::memcpy(frame, engine_mac, 6);  // destination: the engine's own MAC
     std::memset(frame + 6, 0, 6);
     store_be16(frame + 12, wire::kEtherTypeIpv4);
