@@ -110,6 +110,7 @@ struct Options {
   uint32_t window_cut = 50;    // --window-cut PERCENT
   uint32_t window_step = 1;    // --window-step N
   uint32_t window_cut_us = 0;  // --window-cut-interval-us U
+  uint32_t send_queue_us = CommConfig{}.send_queue_us;  // --send-queue-us U
   uint32_t payload = 1024;
   bool payload_explicit = false;
   uint32_t slots = 0;
@@ -328,6 +329,11 @@ int parse_args(int argc, char** argv, Options* o) {
       ->type_name("N");
   app.add_option("--window-cut-interval-us", o->window_cut_us, "at most one cut per U us (0: per smoothed RTT)")
       ->check(CLI::Range(0, 60000000))
+      ->type_name("U");
+  app.add_option("--send-queue-us", o->send_queue_us,
+                 "UDP: hold new chunks while more than U us of the result rate (at least 128 KiB) is queued "
+                 "below the socket (qdisc, device), so resends do not wait behind a window (default 2000; 0: off)")
+      ->check(CLI::Range(0, 1000000))
       ->type_name("U");
   app.add_option("--udp-gro", o->udp_gro,
                  "UDP: receive results the kernel coalesced (UDP_GRO) where it allows it, or off")
@@ -983,6 +989,7 @@ int main(int argc, char** argv) {
   base.window_cut_percent = o.window_cut;
   base.window_step = o.window_step;
   base.window_cut_interval_us = o.window_cut_us;
+  base.send_queue_us = o.send_queue_us;
   base.slots = static_cast<uint16_t>(o.slots);
   base.bind_ip = o.bind_ip;
   base.rto_initial_us = o.rto_us;

@@ -24,6 +24,12 @@ constexpr int kRxBatchesPerRound = 16;              // receive batches drained b
 constexpr uint64_t kRootCauseWaitNs = 300'000'000;  // how long a secondary abort waits for the primary one
 constexpr size_t kMaxJobNameLen = 64;
 constexpr int kLivenessProbesBeforeLost = 2;  // unanswered liveness probes before silence means lost
+// Send queue (see the header): the smallest limit (about two 64 KiB UDP_SEGMENT trains), the
+// interval the result rate is measured over, and how soon chunks held back are looked at again
+// when no result comes.
+constexpr size_t kSendQueueFloor = 128 * 1024;
+constexpr uint64_t kResultRateIntervalNs = 2'000'000;
+constexpr uint64_t kSendRecheckNs = 1'000'000;
 
 // The user chose payload_bytes (a default one follows the path's MTU).
 bool payload_chosen(const CommConfig& c) { return c.payload_explicit || c.payload_bytes != CommConfig{}.payload_bytes; }
@@ -644,7 +650,7 @@ void Communicator::send_first(Appliance& a, Slot& sl, uint64_t now) {
 }
 
 void Communicator::offer(Appliance& a, uint64_t g, uint64_t now) {
-  if (a.deferred.empty() && (a.busy < a.window || g == a.low)) {
+  if (a.deferred.empty() && (a.busy < a.window || g == a.low) && send_room(a, now)) {
     issue(a, g, now);
     return;
   }
@@ -653,12 +659,61 @@ void Communicator::offer(Appliance& a, uint64_t g, uint64_t now) {
 }
 
 void Communicator::issue_deferred(Appliance& a, uint64_t now) {
-  while (!a.deferred.empty() && (a.busy < a.window || a.deferred.front() == a.low)) {
+  while (!a.deferred.empty() && (a.busy < a.window || a.deferred.front() == a.low) && send_room(a, now)) {
     std::pop_heap(a.deferred.begin(), a.deferred.end(), std::greater<>());
     const uint64_t g = a.deferred.back();
     a.deferred.pop_back();
     issue(a, g, now);
   }
+}
+
+// Whether a new chunk for `a` may go out now (see Send queue in the header). It may while the
+// budget lasts; at its end, what is queued for sending is flushed and the transport's queue looked
+// at again. Held back, the chunk waits for the next result or check_timers, at most
+// kSendRecheckNs.
+bool Communicator::send_room(const Appliance& a, uint64_t now) {
+  if (config_.send_queue_us == 0 || !send_queue_known_) return true;
+  if (send_budget_ < a.pkt_cap) {
+    if (send_looked_) {  // looked in this receive batch already: the batch's end looks again
+      send_held_ = true;
+      return false;
+    }
+    flush_tx();
+    const std::optional<size_t> queued = transport_->send_queue_bytes();
+    if (!queued) {
+      send_queue_known_ = false;
+      return true;
+    }
+    stats_.send_queue_peak = std::max<uint64_t>(stats_.send_queue_peak, *queued);
+    const size_t limit = send_queue_limit();
+    send_budget_ = limit > *queued ? limit - *queued : 0;
+    if (send_budget_ < a.pkt_cap) {
+      if (!send_held_) ++stats_.send_queue_holds;
+      send_held_ = true;
+      next_deadline_ns_ = std::min(next_deadline_ns_, now + kSendRecheckNs);
+      return false;
+    }
+  }
+  send_budget_ -= a.pkt_cap;
+  return true;
+}
+
+// The larger of kSendQueueFloor and send_queue_us of the recent result rate.
+size_t Communicator::send_queue_limit() const {
+  const double bytes = result_rate_ * config_.send_queue_us / 1e6;
+  return std::max(kSendQueueFloor, static_cast<size_t>(bytes));
+}
+
+// Result payload bytes as they arrive: the rate, smoothed over kResultRateIntervalNs intervals.
+void Communicator::note_delivered(size_t bytes, uint64_t now) {
+  if (rate_since_ns_ == 0) rate_since_ns_ = now;
+  rate_bytes_ += bytes;
+  const uint64_t span = now - rate_since_ns_;
+  if (span < kResultRateIntervalNs) return;
+  const double rate = static_cast<double>(rate_bytes_) * 1e9 / static_cast<double>(span);
+  result_rate_ = result_rate_ == 0 ? rate : 0.75 * result_rate_ + 0.25 * rate;
+  rate_bytes_ = 0;
+  rate_since_ns_ = now;
 }
 
 // A CNP from `a`: cut its window multiplicatively, at most once per interval (see the header).
@@ -689,6 +744,7 @@ void Communicator::flush_tx() {
 }
 
 void Communicator::on_received(uint64_t now) {
+  send_looked_ = false;
   for (int batch = 0; batch < kRxBatchesPerRound && failed_.ok(); ++batch) {
     const size_t n = transport_->receive(rx_);
     if (Status h = transport_->health(); !h.ok()) {  // an unusable transport fails the calls now
@@ -696,6 +752,7 @@ void Communicator::on_received(uint64_t now) {
       return;
     }
     if (n == 0) return;
+    send_looked_ = true;  // chunks held by the send queue go out together at the batch's end
     for (size_t i = 0; i < n && failed_.ok(); ++i) {
       const Received& r = rx_[i];
       const int ai = r.peer < peer_app_.size() ? peer_app_[r.peer] : -1;
@@ -761,6 +818,7 @@ void Communicator::on_received(uint64_t now) {
         continue;
       }
       std::memcpy(sl.op->recv + sl.elem_offset * elem_size_, r.payload, r.payload_len);
+      note_delivered(r.payload_len, now);
       if (sl.retries == 0) update_rto(a, now - sl.sent_ns);
       // Its first transmission: the answer to a retransmitted chunk may be the first one's (a stall
       // probe's round completes when the late rank's contribution arrives), so its last
@@ -798,6 +856,13 @@ void Communicator::on_received(uint64_t now) {
       const uint64_t next = sl.g + a.slot_count;
       if (next < a.assigned) offer(a, next, now);
       issue_deferred(a, now);
+    }
+    send_looked_ = false;
+    if (send_held_ && failed_.ok()) {
+      send_held_ = false;
+      for (auto& held : apps_) {
+        if (!held->lost) issue_deferred(*held, now);
+      }
     }
     flush_tx();
   }
@@ -901,6 +966,13 @@ void Communicator::complete(Op& op) {
 
 void Communicator::check_timers(uint64_t now) {
   if (now < next_deadline_ns_) return;
+  if (send_held_) {  // chunks the send queue held back (see Send queue): it may have drained
+    send_held_ = false;
+    for (auto& a : apps_) {
+      if (!a->lost) issue_deferred(*a, now);
+    }
+    if (!failed_.ok()) return;
+  }
   uint64_t next = std::numeric_limits<uint64_t>::max();
   for (size_t ai = 0; ai < apps_.size(); ++ai) {
     Appliance& a = *apps_[ai];
@@ -1022,6 +1094,7 @@ void Communicator::check_timers(uint64_t now) {
       next = std::min(next, sl.deadline_ns);
     }
   }
+  if (send_held_) next = std::min(next, now + kSendRecheckNs);
   next_deadline_ns_ = next;
 }
 
@@ -1608,6 +1681,8 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"window_grows", s.window_grows},
       {"window_now", s.window_now},
       {"window_min", s.window_min},
+      {"send_queue_holds", s.send_queue_holds},
+      {"send_queue_peak", s.send_queue_peak},
       {"tx_packets", s.transport.tx_packets},
       {"tx_bytes", s.transport.tx_bytes},
       {"tx_dropped", s.transport.tx_dropped},

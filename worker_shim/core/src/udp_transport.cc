@@ -2,9 +2,11 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/udp.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -116,6 +118,14 @@ uint32_t udp_payload_for_mtu(uint32_t ip_mtu) {
 uint32_t UdpTransport::path_mtu(uint32_t dst_ip) const {
   auto mtu = path_mtu_toward(ip_, dst_ip);
   return mtu.ok() ? *mtu : 0;
+}
+
+// SIOCOUTQ on a UDP socket: its send memory still allocated, which a datagram holds until the
+// device has sent it (qdisc, device ring) or a veth handed it on.
+std::optional<size_t> UdpTransport::send_queue_bytes() const {
+  int queued = 0;
+  if (ioctl(fd_, SIOCOUTQ, &queued) != 0 || queued < 0) return std::nullopt;
+  return static_cast<size_t>(queued);
 }
 
 UdpTransport::UdpTransport(const UdpTransportOptions& options) : options_(options) {}

@@ -79,6 +79,20 @@
 // resent as the stall probe, once per RTO). The verbs transport never sees CNPs: its NIC's DCQCN
 // reacts to them. A result that arrives marked CE (congestion on the way to us: results are the
 // heavier direction) cuts the window the same way, under the same interval (UDP: IP_RECVTOS).
+//
+// Send queue. Where the host's own link is the bottleneck (a shaped or slower NIC, or a veth with
+// a qdisc), a window's chunks wait in this host's qdisc, where a resend queues behind all of them:
+// repairs then take a whole queue's time, and chunks behind a slot in repair are held up when it
+// is not answered before the window comes round to it again. So, as TCP's small queues do, a new
+// chunk (not a resend) is held back while the transport has more than send_queue_limit() bytes
+// queued below it (Transport::send_queue_bytes: UDP's SIOCOUTQ, buffer overhead included): the
+// larger of 128 KiB and send_queue_us of the rate results came back at lately (measured over 2 ms
+// intervals). The queue is looked at once per receive batch at most, and the held chunks go out
+// together at the batch's end (whole UDP_SEGMENT trains), smallest chunk index first, or, with no
+// result coming, 1 ms later. Resends, probes and control packets are never held, so a
+// repair waits behind at most that queue. Off with send_queue_us = 0, and where the transport
+// cannot tell its queue (verbs: the NIC paces). A host whose link is not the bottleneck (a veth
+// without a qdisc, a fast NIC) never holds anything: its queue is empty whenever it is looked at.
 // Failover (docs/failover.md). With more than one aggregator, the loss of one is survived: it is
 // declared lost when its control connection drops, when it aborts the job (data or control path),
 // or when it answered nothing for failover_after_ms while chunks were outstanding on it, not even
@@ -173,6 +187,7 @@ struct CommConfig {
   uint32_t window_cut_percent = 50;     // a cut leaves this percent of the window (at least 1 slot), 1..99
   uint32_t window_step = 1;             // slots regained per window's worth of results without a cut, >= 1
   uint32_t window_cut_interval_us = 0;  // at most one cut per this long; 0: one per smoothed RTT
+  uint32_t send_queue_us = 2000;  // us of result rate queued below us that holds new chunks (see Send queue); 0: off
   // Ask the appliances for deterministic summation (docs/fidelity.md): results bit-identical
   // whatever the arrival order and retransmissions. Same on every rank. An appliance that does not
   // grant it fails create().
@@ -228,6 +243,8 @@ struct CommStats {
   uint64_t window_grows = 0;              // additive increases of a window after a cut
   uint64_t window_now = 0;                // the smallest window over the appliances now (slots)
   uint64_t window_min = 0;                // the smallest any appliance's window has been
+  uint64_t send_queue_holds = 0;          // new chunks held back because the send queue was full (see Send queue)
+  uint64_t send_queue_peak = 0;           // the most bytes seen queued below the transport (0: never looked, or verbs)
   uint64_t failovers = 0;                 // aggregators lost and replaced (see Failover)
   uint64_t replayed_chunks = 0;           // chunks resent to a new home (see Failover)
   uint64_t replayed_completed = 0;        // ... of which rounds this rank had, another lacked
@@ -297,6 +314,9 @@ class Communicator {
   // Chunk g's slot is free: issue it now or when the congestion window lets it (see Congestion window).
   void offer(Appliance& a, uint64_t g, uint64_t now);
   void issue_deferred(Appliance& a, uint64_t now);
+  bool send_room(const Appliance& a, uint64_t now);
+  size_t send_queue_limit() const;
+  void note_delivered(size_t bytes, uint64_t now);
   void on_cnp(Appliance& a, uint64_t now);
   Status begin_register(Appliance& a, const std::string& job_name, uint16_t slots, uint32_t payload,
                         uint32_t timeout_ms);
@@ -360,6 +380,16 @@ class Communicator {
   std::vector<Received> rx_;
   uint64_t next_deadline_ns_ = 0;  // earliest RTO or op-timeout check
   uint64_t next_control_poll_ns_ = 0;
+  // Send queue (see above): bytes new chunks may still add before the queue is looked at again,
+  // whether one is held back now, and the result rate (bytes per second, smoothed) with the
+  // current measuring interval.
+  size_t send_budget_ = 0;
+  bool send_held_ = false;
+  bool send_looked_ = false;      // looked at the queue in this receive batch (see on_received)
+  bool send_queue_known_ = true;  // false once the transport said it cannot tell
+  double result_rate_ = 0;
+  uint64_t rate_bytes_ = 0;
+  uint64_t rate_since_ns_ = 0;
   size_t joined_ = 0;                             // appliances registered so far (advance_create)
   std::vector<int> peer_app_;                     // transport peer -> index in apps_, -1: a lost aggregator's
   std::unique_ptr<Agreement> agreement_;          // a failover in progress

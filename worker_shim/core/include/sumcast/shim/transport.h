@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -169,6 +170,10 @@ class Transport {
   // OK, or the error that made the transport unusable (sticky): the communicator then fails every
   // pending call with it instead of waiting for timeouts.
   virtual Status health() const { return {}; }
+  // Bytes of this transport's sends still queued below it on this host (UDP: the socket's send
+  // memory, SIOCOUTQ: datagrams in the qdisc and the device's ring, counted as the kernel charges
+  // them, buffer overhead included); nullopt where the transport cannot tell (verbs).
+  virtual std::optional<size_t> send_queue_bytes() const { return std::nullopt; }
 };
 
 }  // namespace sumcast::shim

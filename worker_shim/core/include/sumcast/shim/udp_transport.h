@@ -94,6 +94,7 @@ class UdpTransport final : public Transport {
   size_t receive(std::span<Received> out) override;
   int wait_fd() const override { return epoll_fd_ >= 0 ? epoll_fd_ : fd_; }
   uint32_t path_mtu(uint32_t dst_ip) const override;
+  std::optional<size_t> send_queue_bytes() const override;
   const TransportCounters& counters() const override { return counters_; }
   std::string describe() const override;
 
