@@ -698,6 +698,15 @@ bool Communicator::send_room(const Appliance& a, uint64_t now) {
   return true;
 }
 
+// Chunks the send queue held back (send_held_) get another look, every appliance's in turn.
+void Communicator::release_held(uint64_t now) {
+  if (!send_held_ || !failed_.ok()) return;
+  send_held_ = false;
+  for (auto& a : apps_) {
+    if (!a->lost) issue_deferred(*a, now);
+  }
+}
+
 // The larger of kSendQueueFloor and send_queue_us of the recent result rate.
 size_t Communicator::send_queue_limit() const {
   const double bytes = result_rate_ * config_.send_queue_us / 1e6;
@@ -858,12 +867,7 @@ void Communicator::on_received(uint64_t now) {
       issue_deferred(a, now);
     }
     send_looked_ = false;
-    if (send_held_ && failed_.ok()) {
-      send_held_ = false;
-      for (auto& held : apps_) {
-        if (!held->lost) issue_deferred(*held, now);
-      }
-    }
+    release_held(now);
     flush_tx();
   }
 }
@@ -966,13 +970,8 @@ void Communicator::complete(Op& op) {
 
 void Communicator::check_timers(uint64_t now) {
   if (now < next_deadline_ns_) return;
-  if (send_held_) {  // chunks the send queue held back (see Send queue): it may have drained
-    send_held_ = false;
-    for (auto& a : apps_) {
-      if (!a->lost) issue_deferred(*a, now);
-    }
-    if (!failed_.ok()) return;
-  }
+  release_held(now);  // the queue may have drained meanwhile
+  if (!failed_.ok()) return;
   uint64_t next = std::numeric_limits<uint64_t>::max();
   for (size_t ai = 0; ai < apps_.size(); ++ai) {
     Appliance& a = *apps_[ai];

@@ -243,7 +243,7 @@ struct CommStats {
   uint64_t window_grows = 0;              // additive increases of a window after a cut
   uint64_t window_now = 0;                // the smallest window over the appliances now (slots)
   uint64_t window_min = 0;                // the smallest any appliance's window has been
-  uint64_t send_queue_holds = 0;          // new chunks held back because the send queue was full (see Send queue)
+  uint64_t send_queue_holds = 0;          // times new chunks were held back by a full send queue (see Send queue)
   uint64_t send_queue_peak = 0;           // the most bytes seen queued below the transport (0: never looked, or verbs)
   uint64_t failovers = 0;                 // aggregators lost and replaced (see Failover)
   uint64_t replayed_chunks = 0;           // chunks resent to a new home (see Failover)
@@ -315,6 +315,7 @@ class Communicator {
   void offer(Appliance& a, uint64_t g, uint64_t now);
   void issue_deferred(Appliance& a, uint64_t now);
   bool send_room(const Appliance& a, uint64_t now);
+  void release_held(uint64_t now);
   size_t send_queue_limit() const;
   void note_delivered(size_t bytes, uint64_t now);
   void on_cnp(Appliance& a, uint64_t now);
