@@ -11,6 +11,8 @@
 #include <set>
 #include <string>
 
+#include "sumcast/shim/communicator.h"
+
 namespace sumcast::mpi {
 namespace {
 
@@ -52,6 +54,18 @@ TEST(EnvConfig, CongestionWindowKnobsDefaultAndParse) {
   const LoadedConfig bad = load({{"SUMCAST_MPI_APPLIANCES", "10.0.0.1:4790"}, {"SUMCAST_MPI_WINDOW_CUT", "0"}});
   EXPECT_FALSE(bad.status.ok());
   EXPECT_NE(bad.status.message().find("SUMCAST_MPI_WINDOW_CUT"), std::string::npos) << bad.status.message();
+}
+
+// The send queue (shim/communicator.h): the library's default, 0 turns it off, past 1 s refused.
+TEST(EnvConfig, SendQueueDefaultsToTheLibrarysAndParses) {
+  EXPECT_EQ(MpiConfig{}.send_queue_us, shim::CommConfig{}.send_queue_us);
+  const LoadedConfig lc = load({{"SUMCAST_MPI_APPLIANCES", "10.0.0.1:4790"}, {"SUMCAST_MPI_SEND_QUEUE_US", "0"}});
+  ASSERT_TRUE(lc.status.ok()) << lc.status.to_string();
+  EXPECT_EQ(lc.config.send_queue_us, 0u);
+  const LoadedConfig bad =
+      load({{"SUMCAST_MPI_APPLIANCES", "10.0.0.1:4790"}, {"SUMCAST_MPI_SEND_QUEUE_US", "1000001"}});
+  EXPECT_FALSE(bad.status.ok());
+  EXPECT_NE(bad.status.message().find("SUMCAST_MPI_SEND_QUEUE_US"), std::string::npos) << bad.status.message();
 }
 
 TEST(EnvConfig, MissingApplianceListIsTheProblem) {

@@ -8,6 +8,8 @@
 #include <map>
 #include <string>
 
+#include "sumcast/shim/communicator.h"
+
 namespace sumcast::nccl {
 namespace {
 
@@ -107,6 +109,23 @@ TEST(PluginConfig, CongestionWindowKnobsDefaultAndParse) {
   c = load_config(bad.getter());
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("SUMCAST_WINDOW_CUT=100"), std::string::npos) << c.status().message();
+}
+
+// The send queue (shim/communicator.h): on by default at the library's 2000 us, 0 turns it off,
+// and a bound past 1 s is refused by name.
+TEST(PluginConfig, SendQueueDefaultsToTheLibrarysAndParses) {
+  Env dflt{{{"SUMCAST_NCCL_CONF", "/dev/null"}}};
+  auto c = load_config(dflt.getter());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->send_queue_us, shim::CommConfig{}.send_queue_us);
+  Env off{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"SUMCAST_SEND_QUEUE_US", "0"}}};
+  c = load_config(off.getter());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->send_queue_us, 0u);
+  Env bad{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"SUMCAST_SEND_QUEUE_US", "1000001"}}};
+  c = load_config(bad.getter());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("SUMCAST_SEND_QUEUE_US"), std::string::npos) << c.status().message();
 }
 
 TEST(PluginConfig, MissingExplicitFileIsAnError) {

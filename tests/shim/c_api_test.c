@@ -6,6 +6,7 @@
  * the C++ core. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +242,7 @@ int main(void) {
   CHECK(cfg.window_cut_interval_us == 0 && cfg.busy_poll_us == 0);
   CHECK(cfg.udp_gro == 1 && cfg.udp_gso == 0);
   CHECK(cfg.loss_notices == 1);
+  CHECK(cfg.send_queue_us == 2000);
 
   /* Errors before any communicator exists go to sumcast_last_error(NULL). */
   sumcast_comm* comm = (sumcast_comm*)&cfg;
@@ -269,6 +271,16 @@ int main(void) {
   CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
   CHECK(strstr(sumcast_last_error(NULL), "window_cut_percent") != NULL);
   cfg.window_cut_percent = 50;
+  cfg.send_queue_us = 1000001; /* reaches the communicator's check */
+  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(sumcast_last_error(NULL), "send_queue_us") != NULL);
+  /* A program built against API 1.5 (no send_queue_us): what lies past its struct is not read, so
+     the default stands and the next check (no appliance given) is the one that fails. */
+  cfg.struct_size = offsetof(sumcast_config, send_queue_us);
+  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(sumcast_last_error(NULL), "appliance") != NULL);
+  cfg.struct_size = sizeof(sumcast_config);
+  cfg.send_queue_us = 2000;
   sumcast_comm_destroy(NULL);
 
   /* The shared library exports the C API only. */

@@ -135,6 +135,7 @@ void sumcast_config_init(sumcast_config* config) {
   config->udp_gro = defaults.udp_gro ? 1 : 0;
   config->udp_gso = defaults.udp_gso ? 1 : 0;
   config->loss_notices = defaults.loss_notices ? 1 : 0;
+  config->send_queue_us = defaults.send_queue_us;
 }
 
 sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** comm) {
@@ -215,6 +216,7 @@ sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** 
     cc.udp_gro = c.udp_gro != 0;
     cc.udp_gso = c.udp_gso != 0;
     cc.loss_notices = c.loss_notices != 0;
+    cc.send_queue_us = c.send_queue_us;
     auto created = sumcast::shim::Communicator::create(cc);
     if (!created.ok()) {
       t_create_error = created.status().message();

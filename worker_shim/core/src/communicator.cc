@@ -28,6 +28,7 @@ constexpr int kLivenessProbesBeforeLost = 2;  // unanswered liveness probes befo
 // interval the result rate is measured over, and how soon chunks held back are looked at again
 // when no result comes.
 constexpr size_t kSendQueueFloor = 128 * 1024;
+constexpr uint32_t kSendQueueMaxUs = 1'000'000;  // send_queue_us's upper bound (1 s of the result rate)
 constexpr uint64_t kResultRateIntervalNs = 2'000'000;
 constexpr uint64_t kSendRecheckNs = 1'000'000;
 
@@ -291,6 +292,10 @@ Status Communicator::init() {
   }
   if (c.rto_initial_us == 0 || c.rto_max_us < c.rto_initial_us) {
     return Status::invalid_argument("need 0 < rto_initial_us <= rto_max_us");
+  }
+  if (c.send_queue_us > kSendQueueMaxUs) {
+    return Status::invalid_argument("send_queue_us must be 0.." + std::to_string(kSendQueueMaxUs) + ", got " +
+                                    std::to_string(c.send_queue_us));
   }
   if (c.window_cut_percent < 1 || c.window_cut_percent > 99 || c.window_step < 1) {
     return Status::invalid_argument("window_cut_percent must be 1..99 and window_step at least 1, got " +

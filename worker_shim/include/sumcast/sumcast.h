@@ -54,8 +54,9 @@ extern "C" {
 
 #define SUMCAST_API_VERSION_MAJOR 1
 /* Minor versions: 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group;
-   3: .failover*; 4: .cnp_reaction, .window_*, .busy_poll_us, .udp_gro, .udp_gso; 5: .loss_notices. */
-#define SUMCAST_API_VERSION_MINOR 5
+   3: .failover*; 4: .cnp_reaction, .window_*, .busy_poll_us, .udp_gro, .udp_gso; 5: .loss_notices;
+   6: .send_queue_us. */
+#define SUMCAST_API_VERSION_MINOR 6
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
 typedef enum sumcast_result {
@@ -170,6 +171,11 @@ typedef struct sumcast_config {
      a loss that is another rank's is left to that rank's notice for about a round trip. The same
      on every rank. An appliance that predates loss notices refuses the registration: set 0 for one. */
   uint32_t loss_notices;
+  /* API 1.6. "udp": new chunks wait while more than this many microseconds of the rate results
+     come back at (at least 128 KiB) sit queued below the data socket (qdisc, device), so that a
+     resend never waits behind a whole window on a host whose own link is the bottleneck;
+     0..1000000, default 2000; 0: off (docs/deployment.md, "The worker's own send queue"). */
+  uint32_t send_queue_us;
 } sumcast_config;
 
 typedef struct sumcast_comm sumcast_comm;

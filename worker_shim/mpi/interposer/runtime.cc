@@ -258,6 +258,7 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.busy_poll_us = config_.busy_poll_us;
   cc.udp_gro = config_.udp_gro;
   cc.udp_gso = config_.udp_gso;
+  cc.send_queue_us = config_.send_queue_us;
   cc.rto_max_us = std::max<uint32_t>(config_.rto_us, 200000);
   cc.cnp_reaction = config_.cnp_reaction;
   cc.window_cut_percent = config_.window_cut;

@@ -92,7 +92,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 34> kTable = {{
+constexpr std::array<EnvVar, 35> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -199,6 +199,13 @@ constexpr std::array<EnvVar, 34> kTable = {{
      "1: contributions leave in UDP_SEGMENT trains (segment k with IP ID k); only where every appliance is sumcastd, "
      "which checks the ICRC on the IPv4 header it received",
      false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.udp_gso = b; }); }},
+    {"SUMCAST_MPI_SEND_QUEUE_US", EnvType::kUint, "2000",
+     "new chunks wait while more than this many microseconds of the result rate (at least 128 KiB) are queued "
+     "below the data socket, so resends do not wait behind a window (0..1000000; 0: off)",
+     false,
+     [](MpiConfig& c, std::string_view v) {
+       return set_u32(v, 0, 1'000'000, [&](uint32_t n) { c.send_queue_us = n; });
+     }},
     {"SUMCAST_MPI_CNP_REACTION", EnvType::kBool, "1",
      "a CNP from an appliance (its network marked our packets CE) cuts the window of packets in flight toward it",
      false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.cnp_reaction = b; }); }},

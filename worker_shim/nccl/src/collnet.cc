@@ -126,6 +126,7 @@ shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lan
   cfg.busy_poll_us = c->config->busy_poll_us;
   cfg.udp_gro = c->config->udp_gro;
   cfg.udp_gso = c->config->udp_gso;
+  cfg.send_queue_us = c->config->send_queue_us;
   cfg.loss_notices = c->config->loss_notices;
   cfg.cnp_reaction = c->config->cnp_reaction;
   cfg.window_cut_percent = c->config->window_cut_percent;

@@ -36,6 +36,8 @@ constexpr Key kKeys[] = {
     {"SUMCAST_BUSY_POLL_US", Kind::kU32, 0, 1000000, "SO_BUSY_POLL of the data sockets, microseconds (0: off)"},
     {"SUMCAST_UDP_GRO", Kind::kU32, 0, 1, "1: receive coalesced results (UDP_GRO) where the kernel allows it; 0: off"},
     {"SUMCAST_UDP_GSO", Kind::kU32, 0, 1, "1: send UDP_SEGMENT trains (every appliance must be sumcastd); 0: off"},
+    {"SUMCAST_SEND_QUEUE_US", Kind::kU32, 0, 1000000,
+     "new chunks wait while more than this many us of the result rate are queued below the socket (0: off)"},
     {"SUMCAST_LOSS_NOTICES", Kind::kU32, 0, 1, "1: ask the appliances for loss notices (docs/protocol.md §7); 0: off"},
     {"SUMCAST_CNP_REACTION", Kind::kU32, 0, 1, "1: a CNP from an appliance cuts the window toward it (UDP)"},
     {"SUMCAST_WINDOW_CUT", Kind::kU32, 1, 99, "percent of the window a CNP leaves (at least one slot)"},
@@ -110,6 +112,7 @@ Status apply(const Key& key, const std::string& value, PluginConfig* c) {
       if (n == "SUMCAST_BUSY_POLL_US") c->busy_poll_us = u;
       if (n == "SUMCAST_UDP_GRO") c->udp_gro = u != 0;
       if (n == "SUMCAST_UDP_GSO") c->udp_gso = u != 0;
+      if (n == "SUMCAST_SEND_QUEUE_US") c->send_queue_us = u;
       if (n == "SUMCAST_LOSS_NOTICES") c->loss_notices = u != 0;
       if (n == "SUMCAST_CNP_REACTION") c->cnp_reaction = u != 0;
       if (n == "SUMCAST_WINDOW_CUT") c->window_cut_percent = u;

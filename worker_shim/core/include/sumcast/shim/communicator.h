@@ -187,7 +187,7 @@ struct CommConfig {
   uint32_t window_cut_percent = 50;     // a cut leaves this percent of the window (at least 1 slot), 1..99
   uint32_t window_step = 1;             // slots regained per window's worth of results without a cut, >= 1
   uint32_t window_cut_interval_us = 0;  // at most one cut per this long; 0: one per smoothed RTT
-  uint32_t send_queue_us = 2000;  // us of result rate queued below us that holds new chunks (see Send queue); 0: off
+  uint32_t send_queue_us = 2000;        // us of result rate queued below us that holds new chunks, 0..1000000; 0: off
   // Ask the appliances for deterministic summation (docs/fidelity.md): results bit-identical
   // whatever the arrival order and retransmissions. Same on every rank. An appliance that does not
   // grant it fails create().

@@ -53,6 +53,7 @@ struct MpiConfig {
   uint32_t busy_poll_us = 0;                 // SUMCAST_MPI_BUSY_POLL_US (0: off)
   bool udp_gro = true;                       // SUMCAST_MPI_UDP_GRO
   bool udp_gso = false;                      // SUMCAST_MPI_UDP_GSO
+  uint32_t send_queue_us = 2000;             // SUMCAST_MPI_SEND_QUEUE_US (0: off)
   bool cnp_reaction = true;                  // SUMCAST_MPI_CNP_REACTION
   uint32_t window_cut = 50;                  // SUMCAST_MPI_WINDOW_CUT (percent)
   uint32_t window_step = 1;                  // SUMCAST_MPI_WINDOW_STEP
