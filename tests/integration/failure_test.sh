@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Failures in the middle of an all-reduce, on the real appliance and 4 worker processes. The job:
-# fp32, 4 Mi elements (16 MiB, 16384 chunks per rank) per call, 100 calls; the failure is injected
+# fp32, 16 Mi elements (64 MiB, 65536 chunks per rank) per call, 100 calls; the failure is injected
 # once the appliance has counted 1000 contributions, i.e. inside the first call (which completes
-# only after 4 + 65536 contributions: the line-up call's 4, then the call's).
+# only after 4 + 262144 contributions: the line-up call's 4, then the call's). The call is that
+# large so that it lasts about a second even where the bed runs fastest: at 16 MiB it took ~200 ms,
+# and under ASan one poll of the stats (sumcastctl, jq) sometimes came back after 85% of it.
 # MODE:
 #   worker_killed     SIGKILL rank 1. Its control connection closes; the appliance fails the job
 #                     (member left) and tells the others. Each other rank must exit 1 with the
@@ -32,7 +34,7 @@ shift 4
 MODE=$1
 N=4
 JOB_TIMEOUT_MS=2000
-COUNT=$((4 << 20))
+COUNT=$((16 << 20))
 FIRST_CALL_DONE=$((N + N * COUNT / 256))  # contributions once the first call completed (256 fp32 per chunk)
 
 IT_JOB_TIMEOUT_MS=$JOB_TIMEOUT_MS it_begin $N
