@@ -17,7 +17,8 @@ problems=0 scripts=0 libraries=0
 problem() { echo "fail_loudly_lint: $1: $2" >&2; problems=$((problems + 1)); }
 for f in "${files[@]}"; do
   [ -f "$f" ] || continue
-  first=$(head -n 1 "$f" 2>/dev/null | tr -d '\0') || first=""
+  first=""
+  IFS= read -r first <"$f" 2>/dev/null || true  # no process per file: ~600 files, under a loaded ctest
   if [[ $first == '#!'* ]]; then
     [[ $first =~ ^#!(/usr)?/bin/(env[[:space:]]+)?(ba|da|k|z)?sh([[:space:]]|$) ]] || continue
     scripts=$((scripts + 1))
