@@ -21,6 +21,7 @@
 #include "sumcast/endian.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/ipv4.h"
+#include "sumcast/udp_offload.h"
 #include "sumcast/wire/packet.h"
 
 namespace sumcast::embedded {
@@ -32,19 +33,10 @@ constexpr size_t kRxRoom = kFrameBufLen - wire::kBthOffset;
 constexpr uint32_t kCoreQpn = 0x000100;
 constexpr size_t kTxPoolFactor = 4;  // tx buffers = batch * this
 constexpr uint16_t kIpFlagsDf = 0x4000;
-// udp_trains. A coalesced buffer (UDP_GRO) is at most one UDP datagram's worth (65507 bytes), a
-// train at most 64 datagrams (the kernel's UDP_MAX_SEGMENTS) and, below that, 63 KiB.
-constexpr size_t kGroBufLen = 65536;
-constexpr size_t kGroBufs = 8;  // coalesced buffers per recvmmsg
-constexpr size_t kMaxTrain = 64;
-constexpr size_t kMaxTrainBytes = 63 * 1024;
+// udp_trains: a train's limits and its buffers' sizes are sumcast/udp_offload.h's.
+constexpr size_t kGroBufs = 8;    // coalesced buffers per recvmmsg
 constexpr size_t kCmsgWords = 4;  // one UDP_SEGMENT or UDP_GRO control message, 8-byte words
-
-void set_buffer(int fd, int force_opt, int opt, int bytes) {
-  if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) != 0) {
-    (void)setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));
-  }
-}
+static_assert(kCmsgWords >= kUdpSegmentCmsgWords && kCmsgWords * 8 >= CMSG_SPACE(sizeof(int)));
 
 struct AtomicCounters {
   std::atomic<uint64_t> rx_datagrams{0};
@@ -148,7 +140,7 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
       if (options.udp_trains && n > 0 && dst_ip == train_ip && dst_port == train_port && roce_len == train_len) {
         mmsghdr& m = tx_msgs[n - 1];
         const size_t k = m.msg_hdr.msg_iovlen;
-        if (k < kMaxTrain && (k + 1) * roce_len <= kMaxTrainBytes) {
+        if (k < kUdpTrainMaxSegments && (k + 1) * roce_len <= kUdpTrainMaxBytes) {
           const icrc::UdpFields f{.src_ip = ip_addr,
                                   .dst_ip = dst_ip,
                                   .src_port = port,
@@ -158,14 +150,7 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
           tx_iov[niov++] = {roce, roce_len};
           m.msg_hdr.msg_iovlen = k + 1;
           if (k == 1) {  // a train now: tell the kernel where to cut
-            m.msg_hdr.msg_control = &tx_cmsg[(n - 1) * kCmsgWords];
-            m.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
-            cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr);
-            c->cmsg_level = SOL_UDP;
-            c->cmsg_type = UDP_SEGMENT;
-            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-            const uint16_t gso = static_cast<uint16_t>(roce_len);
-            std::memcpy(CMSG_DATA(c), &gso, sizeof(gso));
+            set_udp_segment(m.msg_hdr, &tx_cmsg[(n - 1) * kCmsgWords], static_cast<uint16_t>(roce_len));
           }
           continue;
         }
@@ -324,21 +309,18 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
   // socket had less than a full read.
   bool receive_coalesced(std::vector<engine::PacketView>& views) {
     for (size_t i = 0; i < kGroBufs; ++i)
-      prepare_rx(i, rx_big.data() + i * kGroBufLen, kGroBufLen, &rx_cmsg[i * kCmsgWords]);
+      prepare_rx(i, rx_big.data() + i * kUdpGroBufLen, kUdpGroBufLen, &rx_cmsg[i * kCmsgWords]);
     const int rc = recvmmsg(fd, rx_msgs.data(), static_cast<unsigned>(kGroBufs), MSG_DONTWAIT, nullptr);
     if (rc <= 0) return false;
-    if (views.size() < kGroBufs * kMaxTrain) views.resize(kGroBufs * kMaxTrain);
+    if (views.size() < kGroBufs * kUdpTrainMaxSegments) views.resize(kGroBufs * kUdpTrainMaxSegments);
     size_t nv = 0;
     for (size_t i = 0; i < static_cast<size_t>(rc); ++i) {
       msghdr& h = rx_msgs[i].msg_hdr;
       const size_t len = rx_msgs[i].msg_len;
       size_t seg = len;
       for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
-        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-          int g = 0;
-          std::memcpy(&g, CMSG_DATA(c), sizeof(g));
-          if (g > 0 && static_cast<size_t>(g) < len) seg = static_cast<size_t>(g);
-        }
+        const size_t g = udp_gro_segment(*c);
+        if (g > 0 && g < len) seg = g;
       }
       if (seg < len) {
         bump(counters.rx_coalesced);
@@ -356,12 +338,12 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
         if (truncated || l >= kRxRoom) {
           bump(counters.rx_truncated);
         } else {
-          std::memcpy(frame + wire::kBthOffset, rx_big.data() + i * kGroBufLen + off, l);
+          std::memcpy(frame + wire::kBthOffset, rx_big.data() + i * kUdpGroBufLen + off, l);
           if (wrap(frame, l, src_ip, src_port, k)) views[nv++] = {frame, static_cast<uint32_t>(wire::kBthOffset + l)};
         }
         off += l;
         ++k;
-      } while (off < len && k < kMaxTrain);
+      } while (off < len && k < kUdpTrainMaxSegments);
       if (off < len) bump(counters.rx_truncated);  // more than a train's worth: the rest is lost
     }
     {
@@ -474,8 +456,8 @@ Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
   if (setsockopt(s.fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) {
     return Status::from_errno("embedded service: IP_MTU_DISCOVER");
   }
-  set_buffer(s.fd, SO_RCVBUFFORCE, SO_RCVBUF, o.socket_buffer_bytes);
-  set_buffer(s.fd, SO_SNDBUFFORCE, SO_SNDBUF, o.socket_buffer_bytes);
+  (void)set_socket_buffer(s.fd, SO_RCVBUFFORCE, SO_RCVBUF, o.socket_buffer_bytes);
+  (void)set_socket_buffer(s.fd, SO_SNDBUFFORCE, SO_SNDBUF, o.socket_buffer_bytes);
   sockaddr_in me{};
   me.sin_family = AF_INET;
   me.sin_port = htons(o.data_port);
@@ -506,9 +488,9 @@ Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
       return Status::from_errno("embedded service: udp_trains: UDP_GRO (Linux 5.0 or later)");
     }
     s.tx_cmsg.assign(b * kTxPoolFactor * kCmsgWords, 0);
-    s.rx_big.assign(kGroBufs * kGroBufLen, 0);
+    s.rx_big.assign(kGroBufs * kUdpGroBufLen, 0);
     s.rx_cmsg.assign(kGroBufs * kCmsgWords, 0);
-    s.rx_mem.assign(kGroBufs * kMaxTrain * kFrameBufLen, 0);
+    s.rx_mem.assign(kGroBufs * kUdpTrainMaxSegments * kFrameBufLen, 0);
     if (s.rx_msgs.size() < kGroBufs) {
       s.rx_msgs.resize(kGroBufs);
       s.rx_iov.resize(kGroBufs);

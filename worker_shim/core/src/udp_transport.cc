@@ -15,36 +15,20 @@
 
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/shim/address.h"
+#include "sumcast/udp_offload.h"
 
 namespace sumcast::shim {
 namespace {
 
 // A received datagram is at most BTH..ICRC of the largest payload; one more byte detects larger.
 constexpr size_t kRxBufLen = wire::roce_len(wire::kMaxPayloadBytes) + 64;
-// With UDP_GRO: a coalesced buffer is at most one UDP datagram's worth of payload (65507 bytes).
-constexpr size_t kGroBufLen = 65536;
-constexpr size_t kGroMaxBatch = 64;  // receive buffers of kGroBufLen bytes, whatever the batch
+constexpr size_t kGroMaxBatch = 64;  // receive buffers of kUdpGroBufLen bytes (UDP_GRO), whatever the batch
 // Control messages per buffer: IP_TOS (with recv_ecn), SO_RXQ_OVFL (the socket's drop count) and
 // UDP_GRO (the segment size of a coalesced buffer).
 constexpr size_t kCmsgWords =
     (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int)) + 7) / 8;
 constexpr uint8_t kEcnCe = 0x03;
-// A UDP_SEGMENT train: at most 64 segments (the kernel's UDP_MAX_SEGMENTS) and, with a margin
-// below the 65507 bytes of one IPv4 UDP datagram, at most 63 KiB.
-constexpr size_t kGsoMaxSegments = 64;
-constexpr size_t kGsoMaxBytes = 63 * 1024;
-constexpr size_t kTxCmsgWords = (CMSG_SPACE(sizeof(uint16_t)) + 7) / 8;
-
-// Sets SO_RCVBUF or SO_SNDBUF (forced when privileged; otherwise capped by net.core.rmem_max or
-// wmem_max) and returns what the kernel granted.
-uint64_t set_buffer(int fd, int force_opt, int opt, int bytes) {
-  if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) != 0) {
-    (void)setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));  // best effort
-  }
-  int granted = 0;
-  socklen_t len = sizeof(granted);
-  return getsockopt(fd, SOL_SOCKET, opt, &granted, &len) == 0 && granted > 0 ? static_cast<uint64_t>(granted) : 0;
-}
+// A UDP_SEGMENT train's limits: sumcast/udp_offload.h.
 
 // What a received datagram's control messages say: its ECN field (IP_RECVTOS; 0 without) and the
 // socket's drop count so far (SO_RXQ_OVFL: the kernel attaches it once the socket dropped any).
@@ -64,10 +48,8 @@ RxControl received_control(msghdr& h) {
     } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
       std::memcpy(&rc.drops, CMSG_DATA(c), sizeof(rc.drops));
       rc.have_drops = true;
-    } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
-      int size = 0;
-      std::memcpy(&size, CMSG_DATA(c), sizeof(size));
-      rc.gso_size = size > 0 ? static_cast<uint32_t>(size) : 0;
+    } else if (const uint32_t g = udp_gro_segment(*c); g != 0) {
+      rc.gso_size = g;
     }
   }
   return rc;
@@ -166,8 +148,8 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
       return Status::from_errno("setsockopt(IP_RECVTOS)");
     }
   }
-  t->counters_.rx_buffer_bytes = set_buffer(t->fd_, SO_RCVBUFFORCE, SO_RCVBUF, options.socket_buffer_bytes);
-  t->counters_.tx_buffer_bytes = set_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
+  t->counters_.rx_buffer_bytes = set_socket_buffer(t->fd_, SO_RCVBUFFORCE, SO_RCVBUF, options.socket_buffer_bytes);
+  t->counters_.tx_buffer_bytes = set_socket_buffer(t->fd_, SO_SNDBUFFORCE, SO_SNDBUF, options.socket_buffer_bytes);
   ask_drop_counts(t->fd_);
   SUMCAST_RETURN_IF_ERROR(set_busy_poll(t->fd_, options.busy_poll_us));
   if (options.gro) {
@@ -195,7 +177,7 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
 
   const size_t b = options.batch;
   const size_t rb = t->gro_ ? std::min(b, kGroMaxBatch) : b;
-  t->rx_buf_len_ = t->gro_ ? kGroBufLen : kRxBufLen;
+  t->rx_buf_len_ = t->gro_ ? kUdpGroBufLen : kRxBufLen;
   t->rx_mem_.resize(rb * t->rx_buf_len_);
   t->rx_msgs_.resize(rb);
   t->rx_iov_.resize(rb);
@@ -206,8 +188,8 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
     std::memset(&t->rx_msgs_[i], 0, sizeof(mmsghdr));
   }
   t->tx_msgs_.resize(b);
-  t->tx_iov_.resize(t->gso_ ? b * kGsoMaxSegments : b);
-  t->tx_cmsg_.assign(t->gso_ ? b * kTxCmsgWords : 0, 0);
+  t->tx_iov_.resize(t->gso_ ? b * kUdpTrainMaxSegments : b);
+  t->tx_cmsg_.assign(t->gso_ ? b * kUdpSegmentCmsgWords : 0, 0);
   t->tx_first_.resize(b);
   t->tx_count_.resize(b);
   return t;
@@ -259,7 +241,7 @@ Status UdpTransport::join(uint32_t group) {
   if (options_.recv_ecn && setsockopt(g.fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) != 0) {
     return fail("setsockopt(IP_RECVTOS)");
   }
-  (void)set_buffer(g.fd, SO_RCVBUFFORCE, SO_RCVBUF, options_.socket_buffer_bytes);
+  (void)set_socket_buffer(g.fd, SO_RCVBUFFORCE, SO_RCVBUF, options_.socket_buffer_bytes);
   ask_drop_counts(g.fd);
   if (Status st = set_busy_poll(g.fd, options_.busy_poll_us); !st.ok()) {
     close(g.fd);
@@ -348,7 +330,7 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
       if (gso_stamps_ && !tx_seen_.insert(first.data).second) break;  // the next sendmmsg takes it
       size_t n = 1;
       if (gso_) {
-        const size_t most = std::min(kGsoMaxSegments, kGsoMaxBytes / std::max<size_t>(first.len, 1));
+        const size_t most = std::min(kUdpTrainMaxSegments, kUdpTrainMaxBytes / std::max<size_t>(first.len, 1));
         while (n < most && p + n < packets.size()) {
           const OutPacket& o = packets[p + n];
           if (o.peer != first.peer || o.len > first.len || packets[p + n - 1].len != first.len) break;
@@ -377,14 +359,7 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
       mh.msg_hdr.msg_iov = &tx_iov_[iov];
       mh.msg_hdr.msg_iovlen = n;
       if (n > 1) {
-        mh.msg_hdr.msg_control = &tx_cmsg_[m * kTxCmsgWords];
-        mh.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
-        cmsghdr* c = CMSG_FIRSTHDR(&mh.msg_hdr);
-        c->cmsg_level = IPPROTO_UDP;
-        c->cmsg_type = UDP_SEGMENT;
-        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        const uint16_t seg = static_cast<uint16_t>(first.len);
-        std::memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+        set_udp_segment(mh.msg_hdr, &tx_cmsg_[m * kUdpSegmentCmsgWords], static_cast<uint16_t>(first.len));
       }
       tx_first_[m] = p;
       tx_count_[m] = n;
