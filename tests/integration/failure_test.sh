@@ -3,8 +3,8 @@
 # fp32, 16 Mi elements (64 MiB, 65536 chunks per rank) per call, 100 calls; the failure is injected
 # once the appliance has counted 1000 contributions, i.e. inside the first call (which completes
 # only after 4 + 262144 contributions: the line-up call's 4, then the call's). The call is that
-# large so that it lasts about a second even where the bed runs fastest: at 16 MiB it took ~200 ms,
-# and under ASan one poll of the stats (sumcastctl, jq) sometimes came back after 85% of it.
+# large because at 16 MiB the ASan pass's poll of the stats (sumcastctl, jq) once came back at 55 K
+# of the call's 65 K contributions, and once after the call; at 64 MiB it came back at 14-64 K.
 # MODE:
 #   worker_killed     SIGKILL rank 1. Its control connection closes; the appliance fails the job
 #                     (member left) and tells the others. Each other rank must exit 1 with the

@@ -18,7 +18,7 @@ problem() { echo "fail_loudly_lint: $1: $2" >&2; problems=$((problems + 1)); }
 for f in "${files[@]}"; do
   [ -f "$f" ] || continue
   first=""
-  IFS= read -r first <"$f" 2>/dev/null || true  # no process per file: ~600 files, under a loaded ctest
+  IFS= read -r first 2>/dev/null <"$f" || true  # no process per file: ~600 files, under a loaded ctest
   if [[ $first == '#!'* ]]; then
     [[ $first =~ ^#!(/usr)?/bin/(env[[:space:]]+)?(ba|da|k|z)?sh([[:space:]]|$) ]] || continue
     scripts=$((scripts + 1))
