@@ -147,16 +147,25 @@ def memif(path, outdir):
     s = data["summary"]
     if not s:
         return
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(7, 4))
     xs = range(len(s))
-    ax.bar([x for x in xs], [r["sumcastd_pps"] / 1e6 for r in s], 0.35, label="sumcastd (sums, answers)")
-    ax.bar([x + 0.35 for x in xs], [r["testpmd_pps"] / 1e6 for r in s], 0.35, label="testpmd io forwarding")
+    # Bars: sumcastd with results per rank and by multicast (where run), then testpmd io.
+    bars = [(key, label) for key, label in (("sumcastd_pps", "sumcastd, results per rank"),
+                                            ("sumcastd_multicast_pps", "sumcastd, results by multicast"))
+            if any(key in r for r in s)] + [("testpmd_pps", "testpmd io forwarding")]
+    w = 0.8 / len(bars)
+    for i, (key, label) in enumerate(bars):
+        ax.bar([x + i * w for x in xs], [r.get(key, 0) / 1e6 for r in s], w, label=label)
+        if key != "testpmd_pps":
+            ratio = "ratio" + ("_multicast" if "multicast" in key else "")
+            for x, r in zip(xs, s):
+                if key in r:
+                    ax.text(x + i * w, r[key] / 1e6 * 1.02, f"{r[ratio]:.2f}x", ha="center", fontsize=8)
     for x, r in zip(xs, s):
-        ax.text(x + 0.17, max(r["sumcastd_pps"], r["testpmd_pps"]) / 1e6 * 1.02, f"{r['ratio']:.2f}x", ha="center")
         if r.get("gen_ceiling_pps"):  # the generator's loop ceiling, measured in the same run
-            ax.hlines(r["gen_ceiling_pps"] / 1e6, x - 0.2, x + 0.55, colors="k", linestyles="--",
+            ax.hlines(r["gen_ceiling_pps"] / 1e6, x - w / 2, x + 0.8 - w / 2, colors="k", linestyles="--",
                       label="generator's ceiling 1/(1/tx+1/rx)" if x == 0 else None)
-    ax.set_xticks([x + 0.17 for x in xs], [f"{r['ranks']} ranks, {r['payload']} B" for r in s])
+    ax.set_xticks([x + 0.4 - w / 2 for x in xs], [f"{r['ranks']} ranks, {r['payload']} B" for r in s])
     ax.set_ylabel("Mpps through one core")
     ax.set_title("memif: sumcastd vs testpmd, same generator and CPUs")
     ax.legend(fontsize=8)

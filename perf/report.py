@@ -122,26 +122,37 @@ def memif(src, out):
         by_n.setdefault(r["ranks"], []).append(r)
     summary = []
     print("memif: sumcastd vs dpdk-testpmd io forwarding, same generator, memif pair and CPUs")
-    print("(per CPU-s: packets per second of CPU time the peer got; on a shared machine a busy-polling")
-    print(" peer gets only part of its CPU, and the two ratios differ when their shares did)")
-    print(f"{'ranks':>5} {'payload':>7} | {'sumcastd Mpps':>13} {'Gbit/s':>7} {'per CPU-s':>9} | "
+    print("(sumcastd: contributions summed and answered per second; results per rank (unicast: as many frames")
+    print(" out as in, as testpmd io sends) or by multicast (one result frame per slot round: 1/n of the frames")
+    print(" out, as on a fabric whose switch replicates them); per CPU-s: packets per second of CPU time the")
+    print(" peer got; on a shared machine a busy-polling peer gets only part of its CPU, and the two ratios")
+    print(" differ when their shares did)")
+    print(f"{'ranks':>5} {'payload':>7} {'results':>9} | {'sumcastd Mpps':>13} {'Gbit/s':>7} {'per CPU-s':>9} | "
           f"{'testpmd Mpps':>12} {'per CPU-s':>9} | {'ratio':>6} {'per CPU-s':>9} | tries")
+    # (key in a run line, name in the table, prefix of the summary's fields)
+    kinds = (("sumcastd", "unicast", "sumcastd"), ("sumcastd_multicast", "multicast", "sumcastd_multicast"))
+    rate = lambda x: x.get("summed_pps", x["rx_pps"])
+    per_cpu = lambda x, pps: pps / max(x.get("peer_cpu_share", 1), 1e-3)
     for n, rs in sorted(by_n.items()):
-        a = statistics.median(r["sumcastd"]["rx_pps"] for r in rs)
         b = statistics.median(r["testpmd"]["rx_pps"] for r in rs)
-        an = statistics.median(r["sumcastd"]["rx_pps"] / max(r["sumcastd"].get("peer_cpu_share", 1), 1e-3)
-                               for r in rs)
-        bn = statistics.median(r["testpmd"]["rx_pps"] / max(r["testpmd"].get("peer_cpu_share", 1), 1e-3)
-                               for r in rs)
-        payload = rs[0]["sumcastd"]["payload"]
-        ratio = a / b if b else 0
-        summary.append({"ranks": n, "payload": payload, "sumcastd_pps": a, "testpmd_pps": b, "ratio": ratio,
-                        "sumcastd_pps_per_cpu_s": an, "testpmd_pps_per_cpu_s": bn,
-                        "ratio_per_cpu_s": an / bn if bn else 0,
-                        "sumcastd_gbps_payload": a * payload * 8e-9, "tries": len(rs)})
-        print(f"{n:5} {payload:7} | {a / 1e6:13.3f} {a * payload * 8e-9:7.2f} {an / 1e6:9.3f} | {b / 1e6:12.3f} "
-              f"{bn / 1e6:9.3f} | {ratio:6.2f} {an / bn if bn else 0:9.2f} | {len(rs)} "
-              f"{'(target >= 0.9: reached)' if ratio >= 0.9 else '(target 0.9: NOT reached)'}")
+        bn = statistics.median(per_cpu(r["testpmd"], r["testpmd"]["rx_pps"]) for r in rs)
+        row = {"ranks": n, "testpmd_pps": b, "testpmd_pps_per_cpu_s": bn, "tries": len(rs)}
+        for key, name, field in kinds:
+            got = [r[key] for r in rs if key in r]
+            if not got:
+                continue
+            a = statistics.median(rate(x) for x in got)
+            an = statistics.median(per_cpu(x, rate(x)) for x in got)
+            payload = got[0]["payload"]
+            ratio = a / b if b else 0
+            suffix = "" if name == "unicast" else "_multicast"
+            row.update({"payload": payload, f"{field}_pps": a, f"ratio{suffix}": ratio,
+                        f"{field}_pps_per_cpu_s": an, f"ratio{suffix}_per_cpu_s": an / bn if bn else 0,
+                        f"{field}_gbps_payload": a * payload * 8e-9})
+            print(f"{n:5} {payload:7} {name:>9} | {a / 1e6:13.3f} {a * payload * 8e-9:7.2f} {an / 1e6:9.3f} | "
+                  f"{b / 1e6:12.3f} {bn / 1e6:9.3f} | {ratio:6.2f} {an / bn if bn else 0:9.2f} | {len(got)} "
+                  f"{'(target >= 0.9: reached)' if ratio >= 0.9 else '(target 0.9: NOT reached)'}")
+        summary.append(row)
     # The generator's own ceilings, measured in the same run: what it sends when nothing comes back
     # (testpmd rxonly) and what it receives when it sends nothing (testpmd txonly).
     ceil = [(n, rs) for n, rs in sorted(by_n.items()) if any("gen_tx_ceiling" in r or "gen_rx_ceiling" in r for r in rs)]
@@ -152,8 +163,10 @@ def memif(src, out):
               "the comparison is bound\nby the generator, not by the peer")
         print("wait = share of the generator's loops in which the port did not take all it offered (it waited on")
         print("its peer: that run's rate is the peer's, and the generator's ceiling is higher than measured)")
+        print("(multicast results: the generator receives one frame per n it sends, so its loop ceiling there is")
+        print(" 1/(1/tx + 1/(n rx)), the mcast column's denominator)")
         print(f"{'ranks':>5} | {'gen tx Mpps':>11} {'wait':>5} {'gen rx Mpps':>11} {'loop ceil':>9} | "
-              f"{'sumcastd/ceil':>13} {'wait':>5} {'testpmd/ceil':>12} {'wait':>5}")
+              f"{'sumcastd/ceil':>13} {'wait':>5} {'mcast/ceil':>10} {'wait':>5} {'testpmd/ceil':>12} {'wait':>5}")
     for n, rs in ceil:
         row = next(x for x in summary if x["ranks"] == n)
         txs = [r["gen_tx_ceiling"]["tx_pps"] for r in rs if "gen_tx_ceiling" in r]
@@ -163,19 +176,24 @@ def memif(src, out):
         # One lcore sends and receives the same rate in the loops: its ceiling there is
         # 1 / (1/tx + 1/rx) (each packet costs it a send and a receive); with one side missing, that side.
         top = 1 / (1 / tx + 1 / rx) if (tx and rx) else (tx or rx or 0)
+        top_mc = 1 / (1 / tx + 1 / (n * rx)) if (tx and rx) else (tx or 0)
         row.update({"gen_tx_ceiling_pps": tx, "gen_rx_ceiling_pps": rx, "gen_ceiling_pps": top,
-                    "sumcastd_over_ceiling": row["sumcastd_pps"] / top if top else 0,
+                    "gen_ceiling_multicast_pps": top_mc,
+                    "sumcastd_over_ceiling": row.get("sumcastd_pps", 0) / top if top else 0,
+                    "sumcastd_multicast_over_ceiling": row.get("sumcastd_multicast_pps", 0) / top_mc if top_mc else 0,
                     "testpmd_over_ceiling": row["testpmd_pps"] / top if top else 0})
         wait = lambda key: statistics.median(r[key].get("tx_wait_share", 0) for r in rs if key in r) \
             if any(key in r for r in rs) else None
-        w_tx, w_a, w_b = wait("gen_tx_ceiling"), wait("sumcastd"), wait("testpmd")
-        row.update({"gen_tx_ceiling_wait_share": w_tx, "sumcastd_gen_wait_share": w_a, "testpmd_gen_wait_share": w_b})
+        w_tx, w_a, w_m, w_b = wait("gen_tx_ceiling"), wait("sumcastd"), wait("sumcastd_multicast"), wait("testpmd")
+        row.update({"gen_tx_ceiling_wait_share": w_tx, "sumcastd_gen_wait_share": w_a,
+                    "sumcastd_multicast_gen_wait_share": w_m, "testpmd_gen_wait_share": w_b})
         f = lambda x: f"{x / 1e6:11.3f}" if x is not None else f"{'-':>11}"
         g = lambda x: f"{x:5.2f}" if x is not None else f"{'-':>5}"
         # The generator limits the io run when it never had to wait there and ran at its ceiling.
         bound = ("generator-bound" if (w_b is not None and w_b < 0.05 and row["testpmd_over_ceiling"] >= 0.9)
                  else "generator not the limit" if (w_b or 0) >= 0.05 else "undecided")
         print(f"{n:5} | {f(tx)} {g(w_tx)} {f(rx)} {top / 1e6:9.3f} | {row['sumcastd_over_ceiling']:12.2f}x {g(w_a)} "
+              f"{row['sumcastd_multicast_over_ceiling']:9.2f}x {g(w_m)} "
               f"{row['testpmd_over_ceiling']:11.2f}x {g(w_b)}  testpmd io: {bound}")
     with open(out, "w") as f:
         json.dump({"summary": summary, "runs": runs}, f, indent=1)

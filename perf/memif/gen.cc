@@ -13,6 +13,9 @@
 //   --ranks N (8)  --payload B (1024)  --dtype fp32|bf16|... (fp32)  --rounds R (2, even)
 //   --seconds S (3) measured after --warmup S (1)  --control HOST:PORT (127.0.0.1:4790)
 //   --token-file F  --json
+//   --multicast     (--mode sumcast) ask for results by multicast (the appliance needs
+//                   dataplane.multicast = true): one result frame per slot round instead of one per
+//                   rank; "summed_pps" counts the contributions the results answer either way
 //   --hold          after printing the result, stop polling and wait for EOF on stdin before
 //                   closing the port: the peer can then be stopped while the link is still up
 //                   (DPDK 22.11's memif PMD may crash a peer whose client disconnects while its
@@ -29,7 +32,9 @@
 // appliance sees rounds advance for ever at the cost of a few loads per frame.
 //
 // Output: a table, or with --json one line {"mode","ranks","payload","seconds","tx_pps","rx_pps",
-// "tx_gbps_payload","rx_gbps_payload","tx_busy_retries","tx_wait_share"} (the last two over the
+// "tx_gbps_payload","rx_gbps_payload","tx_busy_retries","tx_wait_share","multicast","summed_pps"}
+// (summed_pps, --mode sumcast only: contributions per second the results answer, rx_pps times the
+// ranks with --multicast, else rx_pps; tx_busy_retries and tx_wait_share are over the
 // measured time: loops in which the port did not take all it was offered, and their share of all
 // loops: a generator that waits on its peer is not what limits the rate). Exit 0, or 1 on any failure.
 #include <rte_arp.h>
@@ -91,6 +96,7 @@ struct Options {
   std::string token_file;
   bool json = false;
   bool hold = false;
+  bool multicast = false;
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -139,6 +145,9 @@ int parse(int argc, char** argv, Options* o) {
       ->type_name("HOST:PORT");
   app.add_option("--token-file", o->token_file, "the appliance's shared secret (--mode sumcast)");
   app.add_flag("--json", o->json, "print one JSON line instead of the table");
+  app.add_flag("--multicast", o->multicast,
+               "--mode sumcast: ask for results by multicast (the appliance needs dataplane.multicast = true): one "
+               "result frame per slot round instead of one per rank");
   app.add_flag("--hold", o->hold,
                "after printing the result, stop polling and wait for EOF on stdin before closing the port: the peer "
                "can then be stopped while the link is still up (DPDK 22.11's memif PMD may crash a peer whose client "
@@ -219,6 +228,7 @@ Plan register_job(const Options& o, uint16_t port, const rte_ether_addr& me) {
       req.rank = static_cast<uint16_t>(r);
       req.dtype = o.dtype;
       req.max_payload_bytes = static_cast<uint16_t>(o.payload);
+      req.multicast = o.multicast;
       const Member m = member(r, my_mac);
       std::memcpy(req.endpoint.mac, m.mac, 6);
       req.endpoint.ip = m.ip;
@@ -248,7 +258,10 @@ Plan register_job(const Options& o, uint16_t port, const rte_ether_addr& me) {
   }
   const sumcast::shim::JobGrant& g = grants[0];
   if (g.payload_bytes < o.payload) die("the appliance grants " + std::to_string(g.payload_bytes) + " B payloads");
-  if (g.multicast) die("the appliance answers by multicast; run it with dataplane.multicast = false");
+  if (g.multicast != o.multicast) {
+    die(o.multicast ? "the appliance refused results by multicast; run it with dataplane.multicast = true"
+                    : "the appliance answers by multicast, which was not asked for");
+  }
   plan.job.job_id = g.job_id;
   plan.job.qkey = g.qkey;
   plan.job.slot_count = g.slot_count;
@@ -461,8 +474,9 @@ int main(int argc, char** argv) {
   const double secs = static_cast<double>(now - measure_from) / static_cast<double>(hz);
   const double tx_pps = static_cast<double>(tx - tx_at_start) / secs;
   const double rx_pps = static_cast<double>(rx - rx_at_start) / secs;
+  const double summed_pps = o.multicast ? rx_pps * o.ranks : rx_pps;
   if (o.json) {
-    const nlohmann::ordered_json out = {
+    nlohmann::ordered_json out = {
         {"mode", o.mode},
         {"ranks", o.ranks},
         {"payload", payload},
@@ -480,10 +494,15 @@ int main(int argc, char** argv) {
         {"tx_wait_share", loops == loops_at_start ? 0.0
                                                   : static_cast<double>(busy - busy_at_start) /
                                                         static_cast<double>(loops - loops_at_start)}};
+    if (o.mode == "sumcast") {
+      out["multicast"] = o.multicast;
+      out["summed_pps"] = summed_pps;
+    }
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("mode %s, %u ranks, %zu B payloads (%zu B frames), %.2f s: sent %.3f Mpps, received %.3f Mpps\n",
-                o.mode.c_str(), o.ranks, payload, frame_len, secs, tx_pps / 1e6, rx_pps / 1e6);
+    std::printf("mode %s, %u ranks, %zu B payloads (%zu B frames), %.2f s: sent %.3f Mpps, received %.3f Mpps%s\n",
+                o.mode.c_str(), o.ranks, payload, frame_len, secs, tx_pps / 1e6, rx_pps / 1e6,
+                o.multicast ? " (results by multicast)" : "");
   }
   std::fflush(stdout);
   if (o.hold) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The benchmark harness end to end, at the smallest sizes (a check that each benchmark still runs
 # and that its JSON, report and plot agree, not a measurement):
-#   perf/memif/run      one try at n = 2 for a fraction of a second: sumcastd, testpmd io and the
-#                       generator's two ceilings (rxonly, txonly); sumcastd summed every frame
+#   perf/memif/run      one try at n = 2 for a fraction of a second: sumcastd (results per rank and
+#                       by multicast), testpmd io and the generator's two ceilings (rxonly,
+#                       txonly); sumcastd summed every frame, and sent one result frame per slot
+#                       round by multicast, n per round otherwise
 #   perf/cluster/run    unshaped (CLUSTER_RATE=0), n = 4, 1 MiB, one iteration: Sumcast (checked
 #                       exactly), Open MPI default and ring, CPU seconds per GB of each
 #   perf/transport/run  the veth path once (the loopback path is perf_plot's)
@@ -29,10 +31,20 @@ export PERF_RESULTS=$work
 
 MEMIF_RANKS=2 MEMIF_SECONDS=0.3 MEMIF_WARMUP=0.1 MEMIF_REPEAT=1 timeout 120 "$root/perf/memif/run" "$build" \
   >"$work/memif.log" 2>&1 || { cat "$work/memif.log"; fail "perf/memif/run failed"; }
-jq -e '.summary[0] | .sumcastd_pps > 0 and .testpmd_pps > 0 and .gen_tx_ceiling_pps > 0 and .gen_rx_ceiling_pps > 0' \
+jq -e '.summary[0] | .sumcastd_pps > 0 and .sumcastd_multicast_pps > 0 and .testpmd_pps > 0 and .gen_tx_ceiling_pps > 0
+       and .gen_rx_ceiling_pps > 0 and .ratio_multicast > 0' \
   "$work/memif.json" >/dev/null || { cat "$work/memif.log"; fail "memif.json lacks a rate or a ceiling"; }
-jq -e '.runs[0].sumcastd.appliance | .contributions > 0 and (.drops | length) == 0' "$work/memif.json" >/dev/null ||
-  { jq '.runs[0].sumcastd.appliance' "$work/memif.json"; fail "sumcastd did not sum every frame it got"; }
+for kind in sumcastd sumcastd_multicast; do
+  jq -e ".runs[0].$kind.appliance | .contributions > 0 and (.drops | length) == 0" "$work/memif.json" >/dev/null ||
+    { jq ".runs[0].$kind.appliance" "$work/memif.json"; fail "$kind did not sum every frame it got"; }
+done
+# Results per rank: 2 frames per completed slot round; by multicast: 1 (the counters are read while
+# the generator still sends: a round may complete between the two reads, hence the slack of one).
+jq -e '.runs[0] | (.sumcastd.appliance | (.results_sent - 2 * .slots_completed) | fabs <= 2)
+       and (.sumcastd_multicast.appliance | (.results_sent - .slots_completed) | fabs <= 1)
+       and .sumcastd_multicast.multicast == true and .sumcastd.multicast == false' "$work/memif.json" >/dev/null ||
+  { jq '.runs[0] | {u: .sumcastd.appliance, m: .sumcastd_multicast.appliance}' "$work/memif.json"
+    fail "result frames per slot round: not n with results per rank, or not 1 by multicast"; }
 grep -q "loop ceil" "$work/memif.log" || { cat "$work/memif.log"; fail "the memif table has no ceiling"; }
 
 CLUSTER_RATE=0 CLUSTER_N=4 CLUSTER_MIN=1M CLUSTER_MAX=1M CLUSTER_ITERS=1 CLUSTER_WARMUP=1 CLUSTER_LOSS=0 \
@@ -54,4 +66,4 @@ jq -e '.summary[0] | .path == "veth" and .udp_w2r_gbps > 0 and .udp_r2w_gbps > 0
 for png in memif cluster-unshaped transport; do
   [ -s "$work/$png.png" ] || { cat "$work/plot.log"; fail "plot.py drew no $png.png"; }
 done
-echo "PASS: memif (with the generator's ceilings), cluster (unshaped, CPU per GB) and transport (veth) ran end to end; report and plots drawn"
+echo "PASS: memif (results per rank and by multicast, with the generator's ceilings), cluster (unshaped, CPU per GB) and transport (veth) ran end to end; report and plots drawn"
