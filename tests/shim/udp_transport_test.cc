@@ -816,6 +816,32 @@ TEST_F(UdpTransportGso, GsoTrainEndsAfterAShorterPacketAndBeforeARepeatedBuffer)
   EXPECT_TRUE(icrc::verify_udp(f, std::span<const uint8_t>(got[1].bytes).subspan(second[0].size())));
 }
 
+// A packet marked alone (a resend) never rides in a train, and ends the train before it:
+// [A A] [R] [R] [A A] for six packets of one length to one peer, R alone; each R is stamped for
+// IP ID 0, so it passes where a path cuts trains (docs/deployment.md, "UDP trains").
+TEST_F(UdpTransportGso, PacketsMarkedAloneLeaveAloneWithIpId0) {
+  const auto train = built_train(*t, peer, 6, 256);
+  std::vector<OutPacket> out;
+  for (size_t k = 0; k < train.size(); ++k) {
+    out.push_back({peer, train[k].data(), static_cast<uint32_t>(train[k].size()), /*alone=*/k == 2 || k == 3});
+  }
+  ASSERT_TRUE(t->send(out).ok());
+  EXPECT_EQ(t->counters().gso_sends, 2u);
+  EXPECT_EQ(t->counters().gso_segments, 4u);
+  EXPECT_EQ(t->counters().tx_packets, 6u);
+  const auto got = appliance_receive(app, 6);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].bytes.size(), 2 * train[0].size());
+  EXPECT_EQ(got[1].bytes, train[2]);
+  EXPECT_EQ(got[2].bytes, train[3]);
+  EXPECT_EQ(got[3].bytes.size(), 2 * train[0].size());
+  icrc::UdpFields f = fields_toward(*t, app);
+  EXPECT_TRUE(icrc::verify_udp(f, got[1].bytes));
+  EXPECT_TRUE(icrc::verify_udp(f, got[2].bytes));
+  f.ip_id = 1;  // the last train's second segment: IP ID 1
+  EXPECT_TRUE(icrc::verify_udp(f, std::span<const uint8_t>(got[3].bytes).subspan(train[0].size())));
+}
+
 // GSO is off unless asked for; asked for where the kernel refuses UDP_SEGMENT (the seam), every
 // packet goes alone with the ICRC of IP ID 0, counted and said.
 TEST(UdpTransport, WithoutGsoEveryPacketGoesAloneWithIpId0) {

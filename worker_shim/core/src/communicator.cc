@@ -918,7 +918,7 @@ void Communicator::resend_early(Appliance& a, Slot& sl, uint64_t now) {
   sl.last_tx_seq = ++a.tx_seq;
   sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
   next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
-  tx_.push_back({a.peer, sl.pkt, sl.len});
+  tx_.push_back({a.peer, sl.pkt, sl.len, /*alone=*/true});  // resends never ride in a train (OutPacket)
   if (tx_.size() >= kTxFlushAt) flush_tx();
 }
 
@@ -1010,7 +1010,7 @@ void Communicator::check_timers(uint64_t now) {
           Slot& ps = a.slots[static_cast<size_t>(a.probe_slot)];
           if (!ps.held && ps.completed_once) {
             ps.last_retried = false;  // its answer says nothing about the RTO
-            tx_.push_back({a.peer, ps.pkt_buf[ps.last_round & 1], ps.last_len});
+            tx_.push_back({a.peer, ps.pkt_buf[ps.last_round & 1], ps.last_len, /*alone=*/true});
             ++stats_.liveness_probes;
             ++a.probes_unanswered;
           }
@@ -1091,7 +1091,7 @@ void Communicator::check_timers(uint64_t now) {
         sl.last_tx_ns = now;
         sl.last_tx_seq = ++a.tx_seq;
         if (&sl == probe) a.next_probe_ns = sl.deadline_ns;
-        tx_.push_back({a.peer, sl.pkt, sl.len});
+        tx_.push_back({a.peer, sl.pkt, sl.len, /*alone=*/true});
         if (tx_.size() >= kTxFlushAt) flush_tx();
         if (!failed_.ok()) return;
       }

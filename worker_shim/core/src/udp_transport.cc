@@ -329,11 +329,11 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
       const OutPacket& first = packets[p];
       if (gso_stamps_ && !tx_seen_.insert(first.data).second) break;  // the next sendmmsg takes it
       size_t n = 1;
-      if (gso_) {
+      if (gso_ && !first.alone) {
         const size_t most = std::min(kUdpTrainMaxSegments, kUdpTrainMaxBytes / std::max<size_t>(first.len, 1));
         while (n < most && p + n < packets.size()) {
           const OutPacket& o = packets[p + n];
-          if (o.peer != first.peer || o.len > first.len || packets[p + n - 1].len != first.len) break;
+          if (o.alone || o.peer != first.peer || o.len > first.len || packets[p + n - 1].len != first.len) break;
           if (tx_seen_.contains(o.data)) break;
           tx_seen_.insert(o.data);
           ++n;

@@ -113,6 +113,10 @@ struct OutPacket {
   uint32_t peer = 0;
   const uint8_t* data = nullptr;
   uint32_t len = 0;
+  // Sent as a datagram of its own, never in a UDP_SEGMENT train (resends: where a path cuts
+  // trains toward a receiver that checks datagram k for IP ID k, every datagram k > 0 of a train
+  // fails its ICRC there, and a resend in a train could fail at the same place every time).
+  bool alone = false;
 };
 
 // A validated result, abort, loss notice or congestion notification. `payload` stays valid until the next
