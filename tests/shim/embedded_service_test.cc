@@ -32,6 +32,30 @@ TEST(EmbeddedService, RejectsAnAddressThatIsNotASpecificIpv4) {
   }
 }
 
+// Job i's results go to multicast_group + i: a first group outside 224.0.0.0/4, or one whose
+// max_jobs - 1 successors leave it, is refused at start, naming the group; the last fitting one is
+// taken.
+TEST(EmbeddedService, RejectsAMulticastGroupRangeThatLeavesTheMulticastBlock) {
+  for (const char* bad : {"10.0.0.1", "239.255.255.250", "not-an-ip"}) {
+    ServiceOptions o;
+    o.token = kToken;
+    o.data_port = 0;
+    o.multicast = true;
+    o.multicast_group = bad;
+    o.max_jobs = 16;
+    auto s = Service::start(o);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.status().message().find(bad), std::string::npos) << s.status().to_string();
+  }
+  ServiceOptions o;
+  o.data_port = 0;
+  o.multicast = true;
+  o.multicast_group = "239.255.255.240";  // + 15 = 239.255.255.255
+  o.max_jobs = 16;
+  EXPECT_TRUE(shim::testing::start_service(o));
+}
+
 TEST(EmbeddedService, ReportsItsEndpointsAndStopsIdempotently) {
   auto s = shim::testing::start_service();
   ASSERT_TRUE(s);

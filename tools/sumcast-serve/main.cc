@@ -36,6 +36,14 @@ int main(int argc, char** argv) {
   app.add_flag("--udp-trains", so.udp_trains,
                "receive workers' UDP_SEGMENT trains coalesced (UDP_GRO) and send results as trains; only where "
                "every worker receives with UDP GRO and the path keeps trains whole (docs/deployment.md)");
+  app.add_flag("--multicast", so.multicast,
+               "results by IPv4 multicast for the jobs that ask (sumcast-allreduce --multicast, "
+               "sumcast_config.multicast): one copy per result to the job's group, out of --bind's interface; the "
+               "switch must forward the group (agg.conf dataplane.multicast)");
+  app.add_option("--multicast-group", so.multicast_group,
+                 "the first job's group; job i gets this + i (agg.conf "
+                 "dataplane.multicast_group)")
+      ->check(CLI::ValidIPV4);
   if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
   sumcast::Result<std::string> token = sumcast::read_token_file(token_file);
   if (!token.ok()) {

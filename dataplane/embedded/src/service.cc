@@ -514,10 +514,12 @@ Result<std::unique_ptr<Service>> Service::start(const ServiceOptions& o) {
   so.loss_notices = o.loss_notices;
   if (o.multicast) {
     const std::optional<uint32_t> group = parse_ipv4(o.multicast_group);
-    if (!group || (*group >> 28) != 0xE) {
+    // Job i gets group + i: the last of max_jobs groups must be multicast too.
+    const uint64_t spread = o.max_jobs > 0 ? o.max_jobs - 1 : 0;
+    if (!group || (*group >> 28) != 0xE || ((*group + spread) >> 28) != 0xE) {
       s.shutdown();
-      return Status::invalid_argument("embedded service: multicast group '" + o.multicast_group +
-                                      "' is not an address in 224.0.0.0/4");
+      return Status::invalid_argument("embedded service: multicast group '" + o.multicast_group + "' (+ " +
+                                      std::to_string(spread) + ", one per job) is not in 224.0.0.0/4");
     }
     so.multicast_base_ip = *group;
     // Group frames leave by the interface of the service's own address.
