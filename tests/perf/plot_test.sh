@@ -22,7 +22,9 @@ run() {  # binary name filter
 # Every family of row names each benchmark writes, the deterministic ones included (the timed
 # ones are named .../manual_time by Google Benchmark, hence the optional suffix before the anchor).
 run "$engine" engine '((engine|floor|deterministic)/fp32/payload:1024/icrc:on/n:8|memcpy/fp32/payload:1024/n:8|scale/ranks:(2|8))(/manual_time)?$|memory/'
-run "$kernels" kernels '.'
+# Every kernels family at its KiB sizes, and of the 64 MiB rows (9 s of buffer set-up for all of
+# them) one of each name family: the figure's 64 MiB panel is drawn from what is there.
+run "$kernels" kernels 'KiB$|^memcpy/64MiB$|^accumulate_sum/scalar/fp32/64MiB$'
 run "$icrc" icrc '.'
 # The transport benchmark's real JSON: its run script wants the binary under BUILD/perf/transport/.
 mkdir -p "$work/build/perf/transport"
