@@ -16,7 +16,8 @@
 #                     TB_NET_MGMT), joined by a router namespace "rt" with forwarding on; a fourth
 #                     worker subnet (TB_NET_C) for a host the appliance may have no route to.
 #   tb_add_routed_node NAME IP   one more host in one of the routed bed's worker subnets.
-#   tb_down           removes every namespace of this test bed (also run on EXIT by tb_up's trap).
+#   tb_down           removes every namespace of this test bed and the hugepage files of its DPDK
+#                     prefix (also run on EXIT by tb_up's trap).
 #   tb_exec NS CMD... runs CMD in namespace NS (app, sw, w0, w1, ...).
 # Addresses: appliance data port TB_APP_IP (answered by sumcastd itself: its veth has no IP),
 # appliance management (control plane) TB_MGMT_IP on a second veth, worker i TB_WORKER_IP[i].
@@ -256,10 +257,16 @@ tb_add_routed_node() {
 }
 
 tb_down() {
-  local ns
+  local ns m
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$TB_PREFIX-" || true); do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
+  done
+  # A DPDK process killed (as the appliance is at the end of a test) leaves its hugepage files;
+  # the next DPDK start on the machine would clear them, until then they hold its pages.
+  [ -n "$TB_PREFIX" ] || return 0
+  for m in $(awk '$3 == "hugetlbfs" { print $2 }' /proc/mounts 2>/dev/null); do
+    rm -f "$m/${TB_PREFIX}map_"* 2>/dev/null || true
   done
 }
 
