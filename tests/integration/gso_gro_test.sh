@@ -148,11 +148,22 @@ IT_APP_PID=
 TB_JOB_TIMEOUT_MS=20000 tb_agg_conf "$IT_WORK/agg.conf" "$IT_WORK/token" "${pmd:-af_packet}" "udp_checksum = true;"
 tb_gro || fail "tb_gro could not set the workers' links up for GRO"
 it_start_appliance
+# A veth's GRO merges only what its NAPI thread finds queued together, which depends on scheduling:
+# runs here coalesced 336 to 5,895 of ~12,500 results, and once none. Up to three jobs, each
+# exact and without a checksum error; at least one must coalesce (none ever would without
+# checksums, and all would fail the kernels' check with wrong ones).
 errors0=$(csum_errors)
-run sumcastd-csum "$TB_MGMT_IP"
-[ "$(csum_errors)" = "$errors0" ] ||
-  fail "sumcastd-csum: the workers' kernels dropped $(($(csum_errors) - errors0)) results for a bad UDP checksum"
-[ "$(sum sumcastd-csum gro_segments)" -gt "$(sum sumcastd-csum gro_receives)" ] ||
-  fail "sumcastd-csum: nothing coalesced from checksummed results ($(sum sumcastd-csum gro_receives) coalesced receives)"
+coalesced=0
+for attempt in 1 2 3; do
+  run "sumcastd-csum$attempt" "$TB_MGMT_IP"
+  [ "$(csum_errors)" = "$errors0" ] ||
+    fail "sumcastd-csum: the workers' kernels dropped $(($(csum_errors) - errors0)) results for a bad UDP checksum"
+  if [ "$(sum "sumcastd-csum$attempt" gro_segments)" -gt "$(sum "sumcastd-csum$attempt" gro_receives)" ]; then
+    coalesced=1
+    break
+  fi
+  note "sumcastd-csum$attempt: nothing coalesced this time (scheduling); another job"
+done
+[ $coalesced = 1 ] || fail "sumcastd-csum: nothing coalesced from checksummed results in 3 jobs"
 echo "PASS: MTU $MTU bed, $WORLD ranks exact with UDP GRO on (sumcastd, sumcast-serve) and off, and with" \
   "UDP GSO toward sumcastd; no ICRC drop; sumcastd's checksummed results pass the kernels' check and coalesce"
