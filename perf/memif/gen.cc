@@ -336,6 +336,10 @@ int main(int argc, char** argv) {
   own.insert(own.begin(), argv[0]);
   Options o;
   if (const int rc = parse(static_cast<int>(own.size()), own.data(), &o); rc >= 0) return rc;
+  if (o.multicast && o.mode != "sumcast") {
+    std::fprintf(stderr, "sumcast-memif-gen: --multicast is for --mode sumcast (the appliance's results)\n");
+    return 2;
+  }
   if (rte_eal_init(eal_argc, argv) < 0) die("rte_eal_init failed");
   if (rte_eth_dev_count_avail() < 1) die("no port (give --vdev net_memif0,role=client,socket=...)");
   const uint16_t port = 0;

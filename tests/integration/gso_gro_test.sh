@@ -52,11 +52,12 @@ done
 it_start_appliance
 agg_ip="$TB_SUBNET.101"
 tb_add_node a1 "$agg_ip" || fail "aggregation node a1 did not come up"
-serve_pid= serve_log=
+serve_pid= serve_log= serve_starts=0
 start_serve() {  # sumcast-serve options...
   # A log of its own per start: a new process truncates a reused one only once it has forked, so
   # the wait below could still read the previous one's "ready".
-  serve_log=$IT_WORK/serve-$((${#IT_EXTRA_PIDS[@]})).log
+  serve_starts=$((serve_starts + 1))
+  serve_log=$IT_WORK/serve-$serve_starts.log
   ip netns exec "$(tb_ns a1)" "$SERVE" --bind "$agg_ip" --token-file "$IT_WORK/token" --job-timeout-ms 20000 "$@" \
     >"$serve_log" 2>&1 &
   serve_pid=$!
@@ -120,7 +121,7 @@ done
 # not for (docs/deployment.md, "UDP trains"). Datagrams k > 0 fail their ICRC there; their resends
 # leave alone (never in a train), pass, and the job completes exact, slowly.
 if [ "$MTU" = 1500 ]; then
-  run serve-cut "$agg_ip" --multicast --udp-gso on --counts 256K
+  run serve-cut "$agg_ip" --multicast --udp-gso on --counts 256K  # the later --counts wins
   [ "$(sum serve-cut gso_segments)" -gt 0 ] || fail "serve-cut: no train sent with --udp-gso on"
   [ "$(sum serve-cut retransmissions)" -gt 0 ] || fail "serve-cut: no retransmission: were the trains not cut?"
   note "serve-cut: $(sum serve-cut gso_segments) datagrams sent in trains, $(sum serve-cut retransmissions) resends"

@@ -38,8 +38,8 @@ for kind in sumcastd sumcastd_multicast; do
   jq -e ".runs[0].$kind.appliance | .contributions > 0 and (.drops | length) == 0" "$work/memif.json" >/dev/null ||
     { jq ".runs[0].$kind.appliance" "$work/memif.json"; fail "$kind did not sum every frame it got"; }
 done
-# Results per rank: 2 frames per completed slot round; by multicast: 1 (the counters are read while
-# the generator still sends: a round may complete between the two reads, hence the slack of one).
+# Results per rank: 2 frames per completed slot round; by multicast: 1 (one stats snapshot may
+# fall between a round's completion and the count of its results, hence the slack of one round).
 jq -e '.runs[0] | (.sumcastd.appliance | (.results_sent - 2 * .slots_completed) | fabs <= 2)
        and (.sumcastd_multicast.appliance | (.results_sent - .slots_completed) | fabs <= 1)
        and .sumcastd_multicast.multicast == true and .sumcastd.multicast == false' "$work/memif.json" >/dev/null ||

@@ -679,10 +679,15 @@ icrc::UdpFields fields_toward(const UdpTransport& t, const Appliance& app) {
   return {.src_ip = kLoopback, .dst_ip = app.ip, .src_port = t.local_endpoint().udp_port, .dst_port = app.port};
 }
 
-Status send_train(UdpTransport& t, uint32_t peer, const std::vector<std::vector<uint8_t>>& train) {
+// The packets of `train` to `peer`, in order, none marked alone.
+std::vector<OutPacket> out_packets(uint32_t peer, const std::vector<std::vector<uint8_t>>& train) {
   std::vector<OutPacket> out;
   for (const auto& b : train) out.push_back({peer, b.data(), static_cast<uint32_t>(b.size())});
-  return t.send(out);
+  return out;
+}
+
+Status send_train(UdpTransport& t, uint32_t peer, const std::vector<std::vector<uint8_t>>& train) {
+  return t.send(out_packets(peer, train));
 }
 
 // One buffer as the appliance socket got it, and the segment size the kernel said (0: none).
@@ -794,10 +799,8 @@ TEST_F(UdpTransportGso, GsoTrainIsOneSendAndSegmentKCarriesTheIcrcOfIpIdK) {
 TEST_F(UdpTransportGso, GsoTrainEndsAfterAShorterPacketAndBeforeARepeatedBuffer) {
   const auto first = built_train(*t, peer, 3, 40);    // A A B
   const auto second = built_train(*t, peer, 2, 256);  // A A
-  std::vector<OutPacket> out;
-  for (const auto* tr : {&first, &second}) {
-    for (const auto& b : *tr) out.push_back({peer, b.data(), static_cast<uint32_t>(b.size())});
-  }
+  std::vector<OutPacket> out = out_packets(peer, first);
+  for (const OutPacket& o : out_packets(peer, second)) out.push_back(o);
   out.push_back(out.back());  // the same buffer twice: two sends
   ASSERT_TRUE(t->send(out).ok());
   EXPECT_EQ(t->counters().gso_sends, 2u);
@@ -821,10 +824,8 @@ TEST_F(UdpTransportGso, GsoTrainEndsAfterAShorterPacketAndBeforeARepeatedBuffer)
 // IP ID 0, so it passes where a path cuts trains (docs/deployment.md, "UDP trains").
 TEST_F(UdpTransportGso, PacketsMarkedAloneLeaveAloneWithIpId0) {
   const auto train = built_train(*t, peer, 6, 256);
-  std::vector<OutPacket> out;
-  for (size_t k = 0; k < train.size(); ++k) {
-    out.push_back({peer, train[k].data(), static_cast<uint32_t>(train[k].size()), /*alone=*/k == 2 || k == 3});
-  }
+  std::vector<OutPacket> out = out_packets(peer, train);
+  out[2].alone = out[3].alone = true;
   ASSERT_TRUE(t->send(out).ok());
   EXPECT_EQ(t->counters().gso_sends, 2u);
   EXPECT_EQ(t->counters().gso_segments, 4u);
