@@ -572,8 +572,10 @@ class ScriptedAppliance final : public ForwardingTransport {
 
 // A job of two ranks, 8 slots of 1 KiB, timers far longer than the test, loss notices asked for
 // or not; rank 0's data path is `script`, and `body` drives rank 0 (rank 1 only registers).
+// `tweak`, if given, changes rank 0's configuration last.
 void with_scripted_rank0(const std::string& job, bool notices,
-                         const std::function<void(Communicator&, Script&)>& body) {
+                         const std::function<void(Communicator&, Script&)>& body,
+                         const std::function<void(CommConfig&)>& tweak = {}) {
   auto service = start_service();
   ASSERT_TRUE(service);
   Script script;
@@ -591,6 +593,7 @@ void with_scripted_rank0(const std::string& job, bool notices,
       c.wrap_transport = [&script](std::unique_ptr<Transport> inner) {
         return std::make_unique<ScriptedAppliance>(std::move(inner), &script);
       };
+      if (tweak) tweak(c);
     }
     auto comm = Communicator::create(c);
     EXPECT_TRUE(comm.ok()) << comm.status().to_string();
@@ -697,6 +700,62 @@ TEST(CommunicatorLossNotices, ANoticeResendsTheContributionItNamesAtOnce) {
     EXPECT_EQ(s.fast_retransmissions, 0u) << "chunk 0's resend left after chunks 1..7: it was no hole";
     EXPECT_EQ(s.transport.drops[static_cast<size_t>(DropReason::kBadType)], 0u);
   });
+}
+
+// A stall, not a loss: rank 0's timers expire while the appliance waits for a late rank, and
+// chunk 0 goes out again as the stall probe. Its round completes (the answer may be the first
+// transmission's), and the rounds of chunks 1..7, sent with chunk 0's first transmission, complete
+// one by one as the late rank catches up, each well within an RTO of the last but all of them
+// over two RTOs. None of chunks 1..7 is presumed lost: every retransmission is a stall probe
+// (taking the answered probe as evidence one RTO after its answer resent the chunks still
+// unanswered then, all spurious).
+// Then nothing more is answered (results lost): the chunks sent before the latest answered
+// probe are presumed lost and resent once its RTO passed after the last answer, not before.
+TEST(CommunicatorTimers, AnAnsweredStallProbeIsNoEvidenceWhileTheChunksSentWithItKeepBeingAnswered) {
+  constexpr auto kRto = milliseconds(200);
+  with_scripted_rank0(
+      "stallprobe", false,
+      [kRto](Communicator& comm, Script& script) {
+        std::vector<float> buf;
+        const uint64_t id = start_sixteen_chunks(comm, script, buf);
+        ASSERT_NE(id, 0u);
+        ASSERT_TRUE(drive(
+            comm, id, [&] { return script.of(0, 0).size() >= 2; }, kRto * 4))
+            << "no stall probe";
+        EXPECT_EQ(script.sent.size(), 9u) << "more than the probe went out";
+        script.answer(*script.of(0, 0).at(0));
+        step(comm, id);
+        auto last_answer = Clock::now();
+        for (uint16_t slot = 1; slot < 8; ++slot) {  // the late rank catches up: a round every 60 ms
+          const auto t = Clock::now();
+          drive(
+              comm, id, [&] { return Clock::now() >= t + kRto * 3 / 10; }, kRto);
+          script.answer(*script.of(slot, 0).at(0));
+          last_answer = Clock::now();
+          step(comm, id);
+        }
+        CommStats s = comm.stats();
+        EXPECT_EQ(s.results, 8u);
+        EXPECT_GE(s.retransmissions, 1u);
+        EXPECT_EQ(s.retransmissions, s.stall_probes)
+            << s.retransmissions - s.stall_probes << " chunks presumed lost while the stall cleared";
+
+        // Chunks 8..15 are out, some of them first sent before a probe answered above, and
+        // nothing more is answered (results lost).
+        ASSERT_TRUE(drive(
+            comm, id,
+            [&] {
+              const CommStats now = comm.stats();
+              return now.retransmissions - now.stall_probes > s.retransmissions - s.stall_probes;
+            },
+            kRto * 10))
+            << "the chunks sent before an answered probe were never presumed lost";
+        EXPECT_GE(Clock::now() - last_answer, kRto) << "presumed lost within the probe's RTO";
+      },
+      [kRto](CommConfig& c) {
+        c.rto_initial_us = static_cast<uint32_t>(std::chrono::microseconds(kRto).count());
+        c.rto_max_us = c.rto_initial_us;  // backoffs stay at kRto: the trickle spans two of them
+      });
 }
 
 // With notices granted, a hole that results reveal (chunk 0 unanswered while chunks 1..7 are

@@ -142,10 +142,13 @@ struct Communicator::Appliance {
   uint32_t busy = 0;      // slots with a chunk outstanding
   uint64_t last_progress_ns = 0;
   uint64_t answered_tx_ns = 0;  // latest first transmission time among the chunks answered so far
-  // Latest last transmission among the answered chunks that were retransmitted, and when it was
-  // raised: evidence only after a grace of one RTO (see check_timers).
+  // Latest last transmission among the answered chunks that were retransmitted, when it was
+  // raised and the grace it waits (that chunk's backed-off RTO): evidence only once the grace
+  // passed with no answer to a first transmission (see check_timers).
   uint64_t retx_answered_tx_ns = 0;
   uint64_t retx_answered_at_ns = 0;
+  uint64_t retx_grace_ns = 0;
+  uint64_t first_answered_at_ns = 0;  // when a chunk sent once was last answered
   // Round-trip estimate (RFC 6298 style, Karn's rule: samples from chunks sent once only).
   bool have_rtt = false;
   uint64_t srtt_ns = 0;
@@ -840,9 +843,11 @@ void Communicator::on_received(uint64_t now) {
       // not follow within a grace (check_timers); taking it at once turned every answered stall
       // probe into a window's worth of presumed losses, all spurious.
       a.answered_tx_ns = std::max(a.answered_tx_ns, sl.sent_ns);
+      if (sl.retries == 0) a.first_answered_at_ns = now;
       if (sl.retries != 0 && sl.last_tx_ns > a.retx_answered_tx_ns) {
         a.retx_answered_tx_ns = sl.last_tx_ns;
         a.retx_answered_at_ns = now;
+        a.retx_grace_ns = uint64_t{std::max(a.rto_us, sl.rto_us)} * 1000;
       }
       sl.busy = false;
       sl.completed_once = true;
@@ -1046,11 +1051,15 @@ void Communicator::check_timers(uint64_t now) {
     // the appliance lacks, every rank keeps probing rounds that wait for it (a livelock seen with
     // six ranks on two loaded CPUs). The globally oldest outstanding round is every rank's oldest.
     // Evidence of loss: a chunk answered whose transmission came after a chunk's last one. An
-    // answered first transmission counts at once. An answered retransmission counts one RTO after
-    // it arrived: if it owed its answer to its first transmission (a stall, not a loss), the
-    // answers of the chunks sent with that one follow by then; if they do not (results lost, as
-    // to a worker deaf to its group), they are resent together.
-    const uint64_t matured_at = a.retx_answered_at_ns + uint64_t{a.rto_us} * 1000;
+    // answered first transmission counts at once. An answered retransmission counts only once its
+    // own backed-off RTO passed after its answer with no chunk sent once answered meanwhile: if it
+    // owed its answer to its first transmission (a stall, not a loss), the answers of the chunks
+    // sent with that one follow, and while they keep coming the stall is clearing (a late rank
+    // catching up, descheduled again and again on busy CPUs); if nothing follows (results lost,
+    // as to a worker deaf to its group), the chunks are resent together. One plain RTO after the
+    // answer resent a window's worth, all spurious, when a rank stalled again right after
+    // answering the probe's round (allreduce_drops under ASan, once in 14 runs).
+    const uint64_t matured_at = std::max(a.retx_answered_at_ns, a.first_answered_at_ns) + a.retx_grace_ns;
     const uint64_t evidence = now >= matured_at ? std::max(a.answered_tx_ns, a.retx_answered_tx_ns) : a.answered_tx_ns;
     const Slot* probe = nullptr;
     if (now >= a.next_probe_ns) {  // one probe per RTO, however many timers expire meanwhile
