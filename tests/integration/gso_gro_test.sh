@@ -131,7 +131,10 @@ wait "$serve_pid" || fail "sumcast-serve --multicast exited $? on SIGTERM"
 stopped=$(grep '^sumcast-serve: stopped' "$serve_log") || fail "sumcast-serve printed no counters when stopped"
 trains=$(sed -n 's/.*tx [0-9]* datagrams ([0-9]* in \([0-9]*\) trains).*/\1/p' <<<"$stopped")
 [ "${trains:-0}" -gt 0 ] || fail "serve-mc: sumcast-serve sent no result train: $stopped"
-note "serve-mc: $(sum serve-mc rx_group_results) results from the group; $stopped"
+engine=$(grep '^sumcast-serve: engine:' "$serve_log") || fail "sumcast-serve printed no engine counters when stopped"
+contributions=$(sed -n 's/.*engine: contributions \([0-9]*\),.*/\1/p' <<<"$engine")
+[ "${contributions:-0}" -gt 0 ] || fail "sumcast-serve's engine counted no contribution: $engine"
+note "serve-mc: $(sum serve-mc rx_group_results) results from the group; $stopped; $engine"
 
 # 5. Checksummed results, coalesced on the workers.
 # csum_errors: Udp InCsumErrors summed over the workers' namespaces (each has its own counters).

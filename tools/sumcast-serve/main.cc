@@ -2,16 +2,20 @@
 // a kernel UDP socket, with its control server) as a daemon of its own, so that a worker host (or
 // any CPU node) aggregates a share of every job that lists it like an appliance (docs/scale-out.md).
 // It prints "sumcast-serve: ready CONTROL_ADDRESS" once both sockets are bound, runs until SIGINT or
-// SIGTERM, then fails the jobs still installed (their members get an abort) and exits 0.
+// SIGTERM, then fails the jobs still installed (their members get an abort), prints its socket's and
+// its engine's counters (two "sumcast-serve: stopped ..." / "sumcast-serve: engine: ..." lines)
+// and exits 0.
 //
 // Exit status: 0 after a signal, 1 when the service cannot start, 2 on bad usage.
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 
 #include "sumcast/cli.h"
 #include "sumcast/embedded/service.h"
+#include "sumcast/engine/engine.h"
 #include "sumcast/token_file.h"
 
 int main(int argc, char** argv) {
@@ -81,5 +85,22 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(c.tx_datagrams), static_cast<unsigned long long>(c.tx_train_datagrams),
       static_cast<unsigned long long>(c.tx_trains), static_cast<unsigned long long>(c.rx_truncated),
       static_cast<unsigned long long>(c.rx_bad_icrc), static_cast<unsigned long long>(c.tx_dropped));
+  // The engine's side (read after stop: its thread has ended): what it summed and answered, and
+  // every frame it dropped, by reason (docs/protocol.md §6 names them).
+  const sumcast::engine::CoreCounters& e = service->engine_counters();
+  auto get = [](const std::atomic<uint64_t>& v) { return static_cast<unsigned long long>(v.load()); };
+  std::string drops;
+  for (size_t r = 0; r < sumcast::engine::kDropReasonCount; ++r) {
+    if (const uint64_t n = e.drops[r].load(); n != 0) {
+      drops += (drops.empty() ? " " : ", ") + std::string(sumcast::engine::drop_reason_name(
+                                                  static_cast<sumcast::engine::DropReason>(r))) +
+               " " + std::to_string(n);
+    }
+  }
+  std::printf(
+      "sumcast-serve: engine: contributions %llu, rounds completed %llu, duplicates %llu, retransmissions "
+      "answered %llu, results sent %llu, loss notices sent %llu; dropped:%s\n",
+      get(e.contributions), get(e.slots_completed), get(e.duplicates), get(e.retransmits_answered),
+      get(e.results_sent), get(e.loss_notices_sent), drops.empty() ? " none" : drops.c_str());
   return 0;
 }
