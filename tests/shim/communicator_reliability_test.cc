@@ -573,8 +573,7 @@ class ScriptedAppliance final : public ForwardingTransport {
 // A job of two ranks, 8 slots of 1 KiB, timers far longer than the test, loss notices asked for
 // or not; rank 0's data path is `script`, and `body` drives rank 0 (rank 1 only registers).
 // `tweak`, if given, changes rank 0's configuration last.
-void with_scripted_rank0(const std::string& job, bool notices,
-                         const std::function<void(Communicator&, Script&)>& body,
+void with_scripted_rank0(const std::string& job, bool notices, const std::function<void(Communicator&, Script&)>& body,
                          const std::function<void(CommConfig&)>& tweak = {}) {
   auto service = start_service();
   ASSERT_TRUE(service);

@@ -92,15 +92,15 @@ int main(int argc, char** argv) {
   std::string drops;
   for (size_t r = 0; r < sumcast::engine::kDropReasonCount; ++r) {
     if (const uint64_t n = e.drops[r].load(); n != 0) {
-      drops += (drops.empty() ? " " : ", ") + std::string(sumcast::engine::drop_reason_name(
-                                                  static_cast<sumcast::engine::DropReason>(r))) +
-               " " + std::to_string(n);
+      drops += (drops.empty() ? " " : ", ") +
+               std::string(sumcast::engine::drop_reason_name(static_cast<sumcast::engine::DropReason>(r))) + " " +
+               std::to_string(n);
     }
   }
   std::printf(
       "sumcast-serve: engine: contributions %llu, rounds completed %llu, duplicates %llu, retransmissions "
       "answered %llu, results sent %llu, loss notices sent %llu; dropped:%s\n",
-      get(e.contributions), get(e.slots_completed), get(e.duplicates), get(e.retransmits_answered),
-      get(e.results_sent), get(e.loss_notices_sent), drops.empty() ? " none" : drops.c_str());
+      get(e.contributions), get(e.slots_completed), get(e.duplicates), get(e.retransmits_answered), get(e.results_sent),
+      get(e.loss_notices_sent), drops.empty() ? " none" : drops.c_str());
   return 0;
 }
