@@ -359,11 +359,14 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
   if (fc.replays) {
     EXPECT_GT(replayed, 0u);
   }
-  if (fc.loss == Loss::kDeafRank) {  // the others resent rounds they had completed, for rank 3
+  // The others resent rounds they had completed, for rank 3. Rank 3 may resend some too: a result
+  // the aggregator sent before the cut that another rank had not read when it heard of the stop
+  // (on its control connection, before its socket's queue) is a round rank 3 has and that rank
+  // lacks. Which rank lacks what is timing; that the resent rounds sum exactly is checked above.
+  if (fc.loss == Loss::kDeafRank) {
     uint64_t held = 0;
     for (int r = 0; r < 3; ++r) held += stats[static_cast<size_t>(r)].replayed_completed;
     EXPECT_GT(held, 0u);
-    EXPECT_EQ(stats[3].replayed_completed, 0u);
   }
   if (fc.loss == Loss::kCut) {  // some rank heard the silence; the others may have heard of it from the victim
     bool silence = false;
