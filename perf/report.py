@@ -132,6 +132,13 @@ def memif(src, out):
     # (key in a run line, name in the table, prefix of the summary's fields)
     kinds = (("sumcastd", "unicast", "sumcastd"), ("sumcastd_multicast", "multicast", "sumcastd_multicast"))
     rate = lambda x: x.get("summed_pps", x["rx_pps"])
+
+    def verdict(ratio, got):
+        # A run without the ICRC check (MEMIF_VERIFY_ICRC=0) shows what the check costs; it does not
+        # count against the target, which is for the appliance as deployed.
+        if not all(x.get("verify_icrc", True) for x in got):
+            return "(ICRC not verified: a diagnostic, not counted against the target)"
+        return "(target >= 0.9: reached)" if ratio >= 0.9 else "(target 0.9: NOT reached)"
     per_cpu = lambda x, pps: pps / max(x.get("peer_cpu_share", 1), 1e-3)
     for n, rs in sorted(by_n.items()):
         b = statistics.median(r["testpmd"]["rx_pps"] for r in rs)
@@ -146,12 +153,13 @@ def memif(src, out):
             payload = got[0]["payload"]
             ratio = a / b if b else 0
             suffix = "" if name == "unicast" else "_multicast"
-            row.update({"payload": payload, f"{field}_pps": a, f"ratio{suffix}": ratio,
+            row.update({"payload": payload, f"{field}_verify_icrc": all(x.get("verify_icrc", True) for x in got),
+                        f"{field}_pps": a, f"ratio{suffix}": ratio,
                         f"{field}_pps_per_cpu_s": an, f"ratio{suffix}_per_cpu_s": an / bn if bn else 0,
                         f"{field}_gbps_payload": a * payload * 8e-9})
             print(f"{n:5} {payload:7} {name:>9} | {a / 1e6:13.3f} {a * payload * 8e-9:7.2f} {an / 1e6:9.3f} | "
                   f"{b / 1e6:12.3f} {bn / 1e6:9.3f} | {ratio:6.2f} {an / bn if bn else 0:9.2f} | {len(got)} "
-                  f"{'(target >= 0.9: reached)' if ratio >= 0.9 else '(target 0.9: NOT reached)'}")
+                  f"{verdict(ratio, got)}")
         summary.append(row)
     # The generator's own ceilings, measured in the same run: what it sends when nothing comes back
     # (testpmd rxonly) and what it receives when it sends nothing (testpmd txonly).

@@ -46,6 +46,18 @@ jq -e '.runs[0] | (.sumcastd.appliance | (.results_sent - 2 * .slots_completed) 
   { jq '.runs[0] | {u: .sumcastd.appliance, m: .sumcastd_multicast.appliance}' "$work/memif.json"
     fail "result frames per slot round: not n with results per rank, or not 1 by multicast"; }
 grep -q "loop ceil" "$work/memif.log" || { cat "$work/memif.log"; fail "the memif table has no ceiling"; }
+# The run verified every ICRC and the table judges it against the target; the same runs marked as
+# made without the check (MEMIF_VERIFY_ICRC=0) are reported as a diagnostic, never as reaching it.
+jq -e '.runs[0] | .sumcastd.verify_icrc == true and .sumcastd_multicast.verify_icrc == true' "$work/memif.json" \
+  >/dev/null || fail "memif.json does not say that sumcastd verified the ICRC"
+grep -q "(target" "$work/memif.log" || { cat "$work/memif.log"; fail "the memif table judges no row against the target"; }
+jq -c '.runs[] | .sumcastd.verify_icrc = false | .sumcastd_multicast.verify_icrc = false' "$work/memif.json" |
+  /usr/bin/python3 "$root/perf/report.py" memif - "$work/memif-no-icrc.json" >"$work/memif-no-icrc.log" ||
+  fail "perf/report.py failed on runs without the ICRC check"
+if grep -q "(target" "$work/memif-no-icrc.log" || ! grep -q "not counted against the target" "$work/memif-no-icrc.log"; then
+  cat "$work/memif-no-icrc.log"
+  fail "runs without the ICRC check are judged against the target"
+fi
 
 CLUSTER_RATE=0 CLUSTER_N=4 CLUSTER_MIN=1M CLUSTER_MAX=1M CLUSTER_ITERS=1 CLUSTER_WARMUP=1 CLUSTER_LOSS=0 \
   timeout 180 "$root/perf/cluster/run" "$build" >"$work/cluster.log" 2>&1 ||
