@@ -6,6 +6,10 @@
  * With MPI_FAILOVER_LAST_RANK_BIND=IP in the environment, the last rank sets SUMCAST_MPI_BIND to
  * it before its first call (the interposer reads its settings then), so that the test can cut
  * that rank's results alone.
+ * With MPI_FAILOVER_HOLD_AT=K and MPI_FAILOVER_HOLD_FIFO=PATH, rank 0 stops after printing
+ * "# iteration K" until it reads a line from PATH (the test holds the FIFO open for writing, so
+ * opening it does not block): the other ranks wait in call K + 1 meanwhile, so the test acts at a
+ * known point of the run however fast the calls go.
  * Exit status: 0 when every check passed. */
 #include <mpi.h>
 #include <stdio.h>
@@ -26,6 +30,9 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const char* last_bind = getenv("MPI_FAILOVER_LAST_RANK_BIND");
   if (last_bind != NULL && rank == world - 1) setenv("SUMCAST_MPI_BIND", last_bind, 1);
+  const char* hold_at = getenv("MPI_FAILOVER_HOLD_AT");
+  const char* hold_fifo = getenv("MPI_FAILOVER_HOLD_FIFO");
+  const int hold = (hold_at != NULL && hold_fifo != NULL) ? atoi(hold_at) : -1;
   float* buf = malloc(sizeof(float) * (size_t)count);
   if (buf == NULL) MPI_Abort(MPI_COMM_WORLD, 2);
   long wrong = 0;
@@ -40,6 +47,15 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       printf("# iteration %d\n", it + 1);
       fflush(stdout);
+      if (it + 1 == hold) {
+        char line[16];
+        FILE* f = fopen(hold_fifo, "r");
+        if (f == NULL || fgets(line, sizeof line, f) == NULL) {
+          fprintf(stderr, "mpi_failover: cannot read %s to go on after call %d\n", hold_fifo, hold);
+          MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        fclose(f);
+      }
     }
   }
   long total = 0;

@@ -15,7 +15,10 @@
 # on its own loopback address, drops UDP to it; root): the other ranks complete the call it is
 # stuck in and wait in the next one, so when both services are then killed the ranks are one call
 # apart, and the rank behind must get that call's result from a rank ahead. Calls of 64 Ki floats,
-# so that a rank sends every contribution of a call before it needs a result.
+# so that a rank sends every contribution of a call before it needs a result. Rank 0 holds after
+# call 5 until the cut is in place (a FIFO, MPI_FAILOVER_HOLD_*): 60 such calls can all be done
+# before a script polling for "# iteration 5" acts, and a cut in the last call leaves the ranks
+# ahead in the final (passed) MPI call, where no recovery can reach them.
 # usage: mpi_failover_test.sh ompi|mpich LIBSUMCAST_MPI PROGRAM TEST_APPLIANCE
 #        [one|both-mpi|both-error|both-mpi-behind]
 set -euo pipefail
@@ -37,7 +40,7 @@ cleanup() {
   local rc=$? p
   [ -n "$run_pid" ] && kill -KILL "$run_pid" 2>/dev/null
   [ -n "$nft_table" ] && nft delete table inet "$nft_table" 2>/dev/null
-  exec 8>&- 9>&-
+  exec 7>&- 8>&- 9>&-
   for p in "${app_pids[@]}"; do wait "$p" 2>/dev/null || true; done
   if [ $rc -ne 0 ]; then for f in "$work"/*.log; do echo "--- $f"; tail -40 "$f"; done; fi
   rm -rf "$work"
@@ -75,7 +78,10 @@ if [ "$mode" = both-mpi-behind ]; then
   # The cut rank hears nothing from then on: it must not declare the services lost by silence
   # before the test kills them (it does so within 1.5 s of the cut).
   count=65536 after_ms=4000 behind_ip="$base.$((last + 2))"
-  extra=(MPI_FAILOVER_LAST_RANK_BIND="$behind_ip" SUMCAST_MPI_SLOTS=128)
+  mkfifo "$work/hold"
+  exec 7<>"$work/hold"  # read-write: neither side's open blocks; rank 0 reads a line from it
+  extra=(MPI_FAILOVER_LAST_RANK_BIND="$behind_ip" SUMCAST_MPI_SLOTS=128 MPI_FAILOVER_HOLD_AT=5
+         MPI_FAILOVER_HOLD_FIFO="$work/hold")
 fi
 mpi_launch "$flavor" 4 "" -- LD_PRELOAD="$lib" SUMCAST_MPI_APPLIANCES="${addrs[0]},${addrs[1]}" \
   SUMCAST_MPI_TOKEN_FILE="$work/token" SUMCAST_MPI_STATS=1 SUMCAST_MPI_INTRANODE=0 SUMCAST_MPI_THRESHOLD=1024 \
@@ -90,6 +96,8 @@ if [ "$mode" = both-mpi-behind ]; then
   nft add chain inet "$nft_table" out "{ type filter hook output priority 0; }"
   nft add rule inet "$nft_table" out ip daddr "$behind_ip" meta l4proto udp drop
   cut_at=$(grep -c '^# iteration' "$work/run.log")
+  [ "$cut_at" = 5 ] || fail "rank 0 did not hold after call 5 ($cut_at calls done at the cut)"
+  echo go >&7  # rank 0 goes on into call 6
   # The others complete the call the cut rank is stuck in (rank 0 prints it), unless the cut
   # caught that rank still missing results of the call rank 0 had just completed: both end in
   # the ranks one call apart. Bounded well below the cut rank's silence limit.
