@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace sumcast::config {
@@ -70,19 +71,20 @@ uint32_t AfPacketRing::frame_data() const {
 Result<AfPacketRing> af_packet_ring(const VdevArgs& vdev) {
   AfPacketRing r;
   r.block_size = page_size();
-  const auto number = [&](const char* key, uint32_t* out) -> Status {
+  const auto number = [&](const char* key, uint32_t* out, const char* what) -> Status {
     const std::string v = vdev.get(key);
     if (v.empty()) return {};
     char* end = nullptr;
     const unsigned long x = std::strtoul(v.c_str(), &end, 10);
     if (end == v.c_str() || *end != '\0' || x == 0 || x > (1ul << 30)) {
-      return Status::invalid_argument(vdev.name + ": " + key + "=" + v + " is not a number of bytes (1..2^30)");
+      return Status::invalid_argument(vdev.name + ": " + key + "=" + v + " is not a number of " + what + " (1..2^30)");
     }
     *out = static_cast<uint32_t>(x);
     return {};
   };
-  SUMCAST_RETURN_IF_ERROR(number("framesz", &r.frame_size));
-  SUMCAST_RETURN_IF_ERROR(number("blocksz", &r.block_size));
+  SUMCAST_RETURN_IF_ERROR(number("framesz", &r.frame_size, "bytes"));
+  SUMCAST_RETURN_IF_ERROR(number("blocksz", &r.block_size, "bytes"));
+  SUMCAST_RETURN_IF_ERROR(number("framecnt", &r.frame_count, "frames"));
   const std::string sizes =
       vdev.name + ": framesz=" + std::to_string(r.frame_size) + ", blocksz=" + std::to_string(r.block_size);
   if (r.frame_size % TPACKET_ALIGNMENT != 0) {
@@ -96,12 +98,24 @@ Result<AfPacketRing> af_packet_ring(const VdevArgs& vdev) {
     return Status::invalid_argument(sizes + ": blocksz must be a multiple of framesz (the PMD finds frame i at " +
                                     "i x framesz)");
   }
+  if (r.frame_count % r.frames_per_block() != 0) {
+    return Status::invalid_argument(sizes + ", framecnt=" + std::to_string(r.frame_count) +
+                                    ": framecnt must be a multiple of the frames per block (blocksz / framesz = " +
+                                    std::to_string(r.frames_per_block()) + "): the kernel takes whole blocks");
+  }
   return r;
 }
 
 uint32_t af_packet_frame_size_for(uint32_t mtu) {
   const uint32_t need = kMacOffset + kEtherHeader + kVlanTag + mtu;
   return (need + TPACKET_ALIGNMENT - 1) / TPACKET_ALIGNMENT * TPACKET_ALIGNMENT;
+}
+
+uint32_t af_packet_frame_count(const AfPacketRing& ring) {
+  if (ring.frame_count != 0) return ring.frame_count;
+  const uint64_t fit = std::min<uint64_t>(kAfPacketRingFrames, kAfPacketRingBytes / ring.frame_size);
+  const uint32_t per_block = ring.frames_per_block();
+  return static_cast<uint32_t>(std::max<uint64_t>(fit / per_block * per_block, per_block));
 }
 
 }  // namespace sumcast::config

@@ -312,6 +312,11 @@ TEST_F(AggValidate, AfPacketRingFramesMustHoldAFrameOfTheMtu) {
                "eal.vdevs: net_af_packet0: framesz=2050, blocksz=4100: framesz must be a multiple of 16");
   expect_error(lines("net_af_packet0,iface=d0,framesz=big", 1500), "vdevs",
                "eal.vdevs: net_af_packet0: framesz=big is not a number of bytes (1..2^30)");
+  // A ring of whole blocks (named with file, line and key like every other error).
+  expect_error(lines("net_af_packet0,iface=d0,framesz=9216,blocksz=36864,framecnt=1025", 9000), "vdevs",
+               "eal.vdevs: net_af_packet0: framesz=9216, blocksz=36864, framecnt=1025: framecnt must be a multiple of "
+               "the frames per block (blocksz / framesz = 4): the kernel takes whole blocks");
+  expect_ok(lines("net_af_packet0,iface=d0,framesz=9216,blocksz=36864,framecnt=1024", 9000));
   // Other PMDs' frame sizes are theirs to check.
   expect_ok({{"port", "device = \"net_pcap0\"; mtu = 9000;"}, {"eal", "vdevs = [ \"net_pcap0,iface=d0\" ];"}});
 }

@@ -6,6 +6,9 @@
 #include <linux/if_packet.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <string>
+
 namespace sumcast::config {
 namespace {
 
@@ -56,6 +59,46 @@ TEST(VdevTest, AfPacketRingRefusesWhatTheKernelOrPmdWould) {
   EXPECT_FALSE(af_packet_ring(parse_vdev("net_af_packet0,framesz=3072,blocksz=4096")).ok());  // frames do not fill
   EXPECT_FALSE(af_packet_ring(parse_vdev("net_af_packet0,framesz=8192,blocksz=4096")).ok());  // frame > block
   EXPECT_TRUE(af_packet_ring(parse_vdev("net_af_packet0,framesz=3072,blocksz=12288")).ok());
+  // framecnt= in whole blocks: the kernel refuses a ring whose frames do not fill its blocks.
+  auto r = af_packet_ring(parse_vdev("net_af_packet0,framesz=2048,blocksz=8192,framecnt=1026"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("framecnt must be a multiple of the frames per block (blocksz / framesz = 4)"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(af_packet_ring(parse_vdev("net_af_packet0,framecnt=0")).ok());
+  EXPECT_NE(af_packet_ring(parse_vdev("net_af_packet0,framecnt=x"))
+                .status()
+                .message()
+                .find("framecnt=x is not a number of frames"),
+            std::string::npos);
+  r = af_packet_ring(parse_vdev("net_af_packet0,framesz=2048,blocksz=8192,framecnt=1028"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->frame_count, 1028u);
+}
+
+// The ring size sumcastd asks for where the vdev names none: 4096 frames, fewer of larger frames
+// (32 MiB), always whole blocks; a framecnt= given is kept.
+TEST(VdevTest, AfPacketFrameCount) {
+  const auto count = [](const char* v) {
+    auto r = af_packet_ring(parse_vdev(v));
+    EXPECT_TRUE(r.ok()) << v << ": " << r.status().message();
+    return r.ok() ? af_packet_frame_count(*r) : 0u;
+  };
+  EXPECT_EQ(count("net_af_packet0,iface=d0"), kAfPacketRingFrames);
+  EXPECT_EQ(count("net_af_packet0,framesz=1024,blocksz=8192"), kAfPacketRingFrames);  // 8 per block
+  EXPECT_EQ(count("net_af_packet0,framesz=9216,blocksz=36864"), 3640u);               // 32 MiB / 9216, 4 per block
+  EXPECT_EQ(count("net_af_packet0,framesz=3072,blocksz=12288"), 4096u);               // 4 per block
+  EXPECT_EQ(count("net_af_packet0,framesz=12288,blocksz=12288"), 2730u);              // 1 per block
+  EXPECT_EQ(count("net_af_packet0,framesz=9216,blocksz=36864,framecnt=1024"), 1024u);
+  for (const char* v : {"net_af_packet0,framesz=1584,blocksz=405504", "net_af_packet0,framesz=9216,blocksz=36864",
+                        "net_af_packet0,framesz=5120,blocksz=20480", "net_af_packet0,framesz=65536,blocksz=1048576"}) {
+    auto r = af_packet_ring(parse_vdev(v));
+    ASSERT_TRUE(r.ok()) << v;
+    const uint32_t n = af_packet_frame_count(*r);
+    EXPECT_EQ(n % r->frames_per_block(), 0u) << v;
+    EXPECT_GE(n, r->frames_per_block()) << v;
+    EXPECT_LE(uint64_t{n} * r->frame_size, std::max<uint64_t>(kAfPacketRingBytes, r->block_size)) << v;
+  }
 }
 
 TEST(VdevTest, FrameSizeForAnMtuHoldsTheFrameWhereTheKernelWritesIt) {

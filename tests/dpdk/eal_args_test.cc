@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace sumcast::dpdk {
@@ -17,7 +19,7 @@ config::AggConfig base_config() {
   c.eal.lcores = "0,1";
   c.eal.file_prefix = "scx";
   c.eal.memory_mb = 512;
-  c.eal.vdevs = {"net_af_packet0,iface=d0"};
+  c.eal.vdevs = {"net_af_packet0,iface=d0,framecnt=2048"};  // a ring size given: no note (see below)
   c.port.device = "net_af_packet0";
   c.port.ipv4 = 0x0A000001;  // 10.0.0.1
   return c;
@@ -45,10 +47,49 @@ TEST(EalArgsTest, ConfigBecomesArguments) {
   EXPECT_EQ(after(a, "-l"), "0,1");
   EXPECT_EQ(after(a, "--file-prefix"), "scx");
   EXPECT_EQ(after(a, "-m"), "512");
-  EXPECT_EQ(after(a, "--vdev"), "net_af_packet0,iface=d0");
+  EXPECT_EQ(after(a, "--vdev"), "net_af_packet0,iface=d0,framecnt=2048");
   EXPECT_TRUE(has(a, "--no-pci")) << "the port is a vdev and nothing is allowed";
   EXPECT_EQ(a.back(), "--log-level=lib.eal:notice");
   EXPECT_EQ(plan->file_prefix, "scx");
+}
+
+// The port's net_af_packet rings get sumcastd's size where the vdev names none (config/vdev.h);
+// a size the operator gave, another vdev and other PMDs are left as they are.
+TEST(EalArgsTest, AfPacketPortRingsGetSumcastdsSize) {
+  const auto vdev_args = [](const config::AggConfig& c) {
+    Result<EalPlan> plan = plan_eal(c, hugepages(1024), {});
+    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    std::vector<std::string> out;
+    for (size_t i = 0; plan.ok() && i + 1 < plan->args.size(); ++i) {
+      if (plan->args[i] == "--vdev") out.push_back(plan->args[i + 1]);
+    }
+    return std::make_pair(out, plan.ok() ? plan->notes : std::vector<std::string>{});
+  };
+  config::AggConfig c = base_config();
+  c.eal.vdevs = {"net_af_packet0,iface=d0"};
+  auto [args, notes] = vdev_args(c);
+  ASSERT_EQ(args.size(), 1u);
+  EXPECT_EQ(args[0], "net_af_packet0,iface=d0,framecnt=4096");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind("net_af_packet0: framecnt=4096 added (rings of 8192 KiB;", 0), 0u) << notes[0];
+
+  // Jumbo frames: as many as 32 MiB holds, in whole blocks (4 frames of 9216 bytes per block).
+  c.eal.vdevs = {"net_af_packet0,iface=d0,framesz=9216,blocksz=36864", "net_af_packet1,iface=d1"};
+  std::tie(args, notes) = vdev_args(c);
+  ASSERT_EQ(args.size(), 2u);
+  EXPECT_EQ(args[0], "net_af_packet0,iface=d0,framesz=9216,blocksz=36864,framecnt=3640");
+  EXPECT_EQ(args[1], "net_af_packet1,iface=d1") << "not the port: left to the PMD";
+
+  c.eal.vdevs = {"net_af_packet0,iface=d0,framecnt=1024"};
+  std::tie(args, notes) = vdev_args(c);
+  EXPECT_EQ(args[0], "net_af_packet0,iface=d0,framecnt=1024") << "the operator's size is kept";
+  EXPECT_TRUE(notes.empty());
+
+  c.eal.vdevs = {"net_af_xdp0,iface=d0"};
+  c.port.device = "net_af_xdp0";
+  std::tie(args, notes) = vdev_args(c);
+  EXPECT_EQ(args[0], "net_af_xdp0,iface=d0");
+  EXPECT_TRUE(notes.empty());
 }
 
 TEST(EalArgsTest, MappedLcoresUseLongOption) {

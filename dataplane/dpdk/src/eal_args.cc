@@ -7,6 +7,8 @@
 #include <optional>
 #include <sstream>
 
+#include "sumcast/config/vdev.h"
+
 namespace sumcast::dpdk {
 namespace {
 
@@ -160,6 +162,17 @@ Result<EalPlan> plan_eal(const config::AggConfig& config, const HugePageState& h
   for (const std::string& v : eal.vdevs) {
     args.emplace_back("--vdev");
     args.push_back(v);
+    // The port's net_af_packet rings: sumcastd's size where the vdev names none (config/vdev.h).
+    const config::VdevArgs vdev = config::parse_vdev(v);
+    if (vdev.name != config.port.device || !config::is_af_packet(vdev)) continue;
+    const Result<config::AfPacketRing> ring = config::af_packet_ring(vdev);
+    if (!ring.ok() || ring->frame_count != 0) continue;  // (a bad ring is agg.conf's error, reported before)
+    const uint32_t frames = config::af_packet_frame_count(*ring);
+    args.back() += ",framecnt=" + std::to_string(frames);
+    plan.notes.push_back(vdev.name + ": framecnt=" + std::to_string(frames) + " added (rings of " +
+                         std::to_string(uint64_t{frames} * ring->frame_size >> 10) +
+                         " KiB; the PMD's default, 512 frames, overflows while the engine is descheduled: "
+                         "docs/agg.conf.md, eal.vdevs)");
   }
   for (const std::string& a : eal.allow) {
     args.emplace_back("-a");

@@ -28,12 +28,14 @@ VdevArgs find_vdev(const std::vector<std::string>& vdevs, const std::string& dev
 bool is_af_packet(const VdevArgs& vdev);
 
 // net_af_packet's ring geometry: framesz= and blocksz= (the PMD's defaults, 2048 and the page
-// size, where absent). An error says which value the kernel or the PMD would refuse: frames
-// aligned to 16 bytes, blocks of whole pages holding whole frames (the PMD finds frame i at
-// i x framesz).
+// size, where absent) and framecnt=. An error says which value the kernel or the PMD would refuse:
+// frames aligned to 16 bytes, blocks of whole pages holding whole frames (the PMD finds frame i at
+// i x framesz), a frame count of whole blocks (the kernel refuses a ring of part of a block).
 struct AfPacketRing {
   uint32_t frame_size = 2048;
   uint32_t block_size = 0;
+  uint32_t frame_count = 0;  // framecnt=; 0 where absent (see af_packet_frame_count)
+  uint32_t frames_per_block() const { return block_size / frame_size; }
   // Frame bytes one ring frame carries (the PMD's tx limit, and what it requires of an rx mbuf):
   // the frame less TPACKET_V2's header.
   uint32_t frame_data() const;
@@ -42,5 +44,14 @@ Result<AfPacketRing> af_packet_ring(const VdevArgs& vdev);
 // The smallest framesz= whose ring frames hold a whole frame, with a VLAN tag, of an interface of
 // this MTU: the kernel writes a received frame 66 bytes into its ring frame (TPACKET_V2).
 uint32_t af_packet_frame_size_for(uint32_t mtu);
+
+// The frames of each of the port's rings (one rx and one tx ring per queue pair) when its vdev names
+// no framecnt=: the PMD's own default, 512, is overrun whenever the engine lcore is descheduled
+// while the workers' windows are full (an appliance sharing its CPUs: 1.3-3.7% of the frames of
+// the MPI namespace test lost in the kernel with 512, none with 2048). sumcastd asks for
+// kAfPacketRingFrames, or as many as kAfPacketRingBytes holds of larger frames, in whole blocks.
+inline constexpr uint32_t kAfPacketRingFrames = 4096;
+inline constexpr uint64_t kAfPacketRingBytes = uint64_t{32} << 20;
+uint32_t af_packet_frame_count(const AfPacketRing& ring);
 
 }  // namespace sumcast::config
