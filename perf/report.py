@@ -302,10 +302,15 @@ def cluster(path):
                       f"workers + appliance {total / best if total else 0:.2f}x")
         port = case.get("appliance_port")
         if port and port.get("ipackets") is not None:
-            missed = port.get("imissed") or 0
+            # DPDK 22.11's net_af_packet counts its kernel ring's drops nowhere; sumcastd reads them
+            # from the PMD's sockets as kernel_ring_drops (net_pcap's land in imissed).
+            imissed = port.get("imissed") or 0
+            ring = port.get("kernel_ring_drops") or 0
+            missed = imissed + ring
             print(f"appliance port over the Sumcast runs: {port['ipackets']} frames received, {missed} missed "
-                  f"({100 * missed / max(1, port['ipackets'] + missed):.2f}%: the kernel's ring under the PMD overflowed, "
-                  f"which the workers see as loss), rx_nombuf {port.get('rx_nombuf')}, ierrors {port.get('ierrors')}")
+                  f"({100 * missed / max(1, port['ipackets'] + missed):.2f}%: imissed {imissed}, kernel_ring_drops "
+                  f"{ring}; the kernel's ring under the PMD overflowed, which the workers see as loss), "
+                  f"rx_nombuf {port.get('rx_nombuf')}, ierrors {port.get('ierrors')}")
     if data.get("notes"):
         print("\n" + "\n".join(data["notes"]))
 

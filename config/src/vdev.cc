@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 
 namespace sumcast::config {
@@ -111,11 +112,14 @@ uint32_t af_packet_frame_size_for(uint32_t mtu) {
   return (need + TPACKET_ALIGNMENT - 1) / TPACKET_ALIGNMENT * TPACKET_ALIGNMENT;
 }
 
+uint64_t af_packet_block_memory(const AfPacketRing& ring) { return std::bit_ceil(uint64_t{ring.block_size}); }
+
 uint32_t af_packet_frame_count(const AfPacketRing& ring) {
   if (ring.frame_count != 0) return ring.frame_count;
-  const uint64_t fit = std::min<uint64_t>(kAfPacketRingFrames, kAfPacketRingBytes / ring.frame_size);
   const uint32_t per_block = ring.frames_per_block();
-  return static_cast<uint32_t>(std::max<uint64_t>(fit / per_block * per_block, per_block));
+  const uint64_t blocks =
+      std::min<uint64_t>(kAfPacketRingFrames / per_block, kAfPacketRingBytes / af_packet_block_memory(ring));
+  return static_cast<uint32_t>(std::max<uint64_t>(blocks, 1) * per_block);
 }
 
 }  // namespace sumcast::config

@@ -71,13 +71,16 @@ TEST(EalArgsTest, AfPacketPortRingsGetSumcastdsSize) {
   ASSERT_EQ(args.size(), 1u);
   EXPECT_EQ(args[0], "net_af_packet0,iface=d0,framecnt=4096");
   ASSERT_EQ(notes.size(), 1u);
-  EXPECT_EQ(notes[0].rfind("net_af_packet0: framecnt=4096 added (rings of 8192 KiB;", 0), 0u) << notes[0];
+  EXPECT_EQ(notes[0].rfind("net_af_packet0: framecnt=4096 added (8192 KiB of kernel memory per ring;", 0), 0u)
+      << notes[0];
 
-  // Jumbo frames: as many as 32 MiB holds, in whole blocks (4 frames of 9216 bytes per block).
+  // Jumbo frames: as many as 32 MiB of kernel memory holds (4 frames of 9216 bytes per block, a block 64 KiB).
   c.eal.vdevs = {"net_af_packet0,iface=d0,framesz=9216,blocksz=36864", "net_af_packet1,iface=d1"};
   std::tie(args, notes) = vdev_args(c);
   ASSERT_EQ(args.size(), 2u);
-  EXPECT_EQ(args[0], "net_af_packet0,iface=d0,framesz=9216,blocksz=36864,framecnt=3640");
+  EXPECT_EQ(args[0], "net_af_packet0,iface=d0,framesz=9216,blocksz=36864,framecnt=2048");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("framecnt=2048 added (32768 KiB of kernel memory per ring;"), std::string::npos) << notes[0];
   EXPECT_EQ(args[1], "net_af_packet1,iface=d1") << "not the port: left to the PMD";
 
   c.eal.vdevs = {"net_af_packet0,iface=d0,framecnt=1024"};

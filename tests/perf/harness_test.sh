@@ -67,6 +67,13 @@ jq -e '.cases[0] | .rows[0].sumcast > 0 and .rows[0].wrong == 0 and .rows[0].mpi
        and .cpu_s_per_gb.mpi_ring > 0' "$work/cluster-unshaped.json" >/dev/null ||
   { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks algbw, an exact result or CPU per GB"; }
 grep -q "ratio to the better MPI" "$work/cluster.log" || { cat "$work/cluster.log"; fail "no CPU-per-GB ratio printed"; }
+# Frames the kernel dropped under net_af_packet (kernel_ring_drops) are counted as missed, as imissed is.
+jq '.cases[0].appliance_port |= (.ipackets = 990 | .imissed = 3 | .kernel_ring_drops = 7)' "$work/cluster-unshaped.json" \
+  >"$work/cluster-drops.json"
+/usr/bin/python3 "$root/perf/report.py" cluster "$work/cluster-drops.json" >"$work/cluster-drops.log" ||
+  fail "perf/report.py failed on a cluster result with drops"
+grep -q "990 frames received, 10 missed (1.00%: imissed 3, kernel_ring_drops 7;" "$work/cluster-drops.log" ||
+  { cat "$work/cluster-drops.log"; fail "the cluster report does not count the kernel ring's drops as missed"; }
 
 TRANSPORT_PATHS=veth TRANSPORT_SECONDS=0.2 TRANSPORT_WARMUP=0.05 TRANSPORT_REPEAT=1 timeout 60 \
   "$root/perf/transport/run" "$build" >"$work/transport.log" 2>&1 ||

@@ -291,9 +291,8 @@ tb_gro() {
 # plane listens on the management address. port.mtu is TB_MTU, dataplane.max_payload_bytes the
 # largest RoCE payload (1024, 2048, 4096) it carries (port.mtu >= payload + 84, docs/agg.conf.md).
 # Above 1500, net_af_packet gets ring frames that hold a whole frame (framesz=, four frames per
-# block, TB_AF_PACKET_FRAMES of them, default 1024; sumcastd then leaves the MTU to the kernel
-# interface: docs/agg.conf.md). net_af_xdp takes no MTU above 3542 (a frame fits one page),
-# and this refuses it above that.
+# block; sumcastd then leaves the MTU to the kernel interface: docs/agg.conf.md). net_af_xdp takes
+# no MTU above 3542 (a frame fits one page), and this refuses it above that.
 tb_agg_conf() {
   local file=$1 token=$2 pmd=${3:-af_packet} extra=${4:-} payload=1024
   case $pmd in
@@ -305,8 +304,10 @@ tb_agg_conf() {
   # 1 KiB so that four make a block of whole pages.
   if [ "$pmd" = af_packet ] && [ "$TB_MTU" -gt 1500 ]; then
     local fs=$(((TB_MTU + 84 + 1023) / 1024 * 1024))
-    vdev="$vdev,framesz=$fs,blocksz=$((4 * fs)),framecnt=${TB_AF_PACKET_FRAMES:-1024}"
+    vdev="$vdev,framesz=$fs,blocksz=$((4 * fs))"
   fi
+  # TB_AF_PACKET_FRAMES: the rings' frames (framecnt=); unset, sumcastd sizes them (docs/agg.conf.md).
+  if [ "$pmd" = af_packet ] && [ -n "${TB_AF_PACKET_FRAMES:-}" ]; then vdev="$vdev,framecnt=$TB_AF_PACKET_FRAMES"; fi
   [ "$pmd" = af_xdp ] && vdev="net_af_xdp0,iface=$TB_APP_DATA_IF,start_queue=0,queue_count=1"
   # TB_XDP_PROG: the Sumcast XDP program (nic_offload/xdp, sumcast_xdp.o) for the af_xdp PMD to load.
   if [ "$pmd" = af_xdp ] && [ -n "${TB_XDP_PROG:-}" ]; then vdev="$vdev,xdp_prog=$TB_XDP_PROG"; fi

@@ -169,10 +169,10 @@ Result<EalPlan> plan_eal(const config::AggConfig& config, const HugePageState& h
     if (!ring.ok() || ring->frame_count != 0) continue;  // (a bad ring is agg.conf's error, reported before)
     const uint32_t frames = config::af_packet_frame_count(*ring);
     args.back() += ",framecnt=" + std::to_string(frames);
-    plan.notes.push_back(vdev.name + ": framecnt=" + std::to_string(frames) + " added (rings of " +
-                         std::to_string(uint64_t{frames} * ring->frame_size >> 10) +
-                         " KiB; the PMD's default, 512 frames, overflows while the engine is descheduled: "
-                         "docs/agg.conf.md, eal.vdevs)");
+    const uint64_t kib = uint64_t{frames} / ring->frames_per_block() * config::af_packet_block_memory(*ring) >> 10;
+    plan.notes.push_back(vdev.name + ": framecnt=" + std::to_string(frames) + " added (" + std::to_string(kib) +
+                         " KiB of kernel memory per ring; the PMD's default, 512 frames, overflows while the engine "
+                         "is descheduled: docs/agg.conf.md, eal.vdevs)");
   }
   for (const std::string& a : eal.allow) {
     args.emplace_back("-a");

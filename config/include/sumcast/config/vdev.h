@@ -49,9 +49,12 @@ uint32_t af_packet_frame_size_for(uint32_t mtu);
 // no framecnt=: the PMD's own default, 512, is overrun whenever the engine lcore is descheduled
 // while the workers' windows are full (an appliance sharing its CPUs: 1.3-3.7% of the frames of
 // the MPI namespace test lost in the kernel with 512, none with 2048). sumcastd asks for
-// kAfPacketRingFrames, or as many as kAfPacketRingBytes holds of larger frames, in whole blocks.
+// kAfPacketRingFrames, in whole blocks, or fewer where that would take more than
+// kAfPacketRingBytes of kernel memory per ring (at least one block).
 inline constexpr uint32_t kAfPacketRingFrames = 4096;
 inline constexpr uint64_t kAfPacketRingBytes = uint64_t{32} << 20;
+// The kernel memory of one ring block: the kernel allocates blocks in powers of two of pages.
+uint64_t af_packet_block_memory(const AfPacketRing& ring);
 uint32_t af_packet_frame_count(const AfPacketRing& ring);
 
 }  // namespace sumcast::config
