@@ -236,9 +236,7 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
         for (int i = 0; i < rc; ++i) {
           uint8_t* frame = rx_mem.data() + static_cast<size_t>(i) * kFrameBufLen;
           const size_t len = (rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 ? kRxRoom : rx_msgs[i].msg_len;
-          if (wrap(frame, len, ntohl(rx_addr[i].sin_addr.s_addr), ntohs(rx_addr[i].sin_port), 0)) {
-            views[nv++] = {frame, static_cast<uint32_t>(wire::kBthOffset + len)};
-          }
+          if (wrap(frame, len, ntohl(rx_addr[i].sin_addr.s_addr), ntohs(rx_addr[i].sin_port), 0, &views[nv])) ++nv;
         }
         {
           std::lock_guard<std::mutex> lock(mu);
@@ -269,8 +267,9 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
   // truncated) into the Ethernet / IPv4 / UDP frame its sender's NIC would have produced; false
   // when it is dropped (counted). `index`: its place in a coalesced buffer (udp_trains). A sender's
   // UDP_SEGMENT train leaves with IP ID k on datagram k and stamps its ICRC for that ID; datagrams
-  // coalesced on their way here were each sent alone, with ID 0. Either is accepted.
-  bool wrap(uint8_t* frame, size_t len, uint32_t src_ip, uint16_t src_port, uint16_t index) {
+  // coalesced on their way here were each sent alone, with ID 0. Either is accepted. *view: the
+  // frame for the engine, marked verified where this checked its ICRC (once per frame).
+  bool wrap(uint8_t* frame, size_t len, uint32_t src_ip, uint16_t src_port, uint16_t index, engine::PacketView* view) {
     if (len >= kRxRoom) {
       bump(counters.rx_truncated);
       return false;
@@ -278,6 +277,7 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
     const std::span<const uint8_t> roce(frame + wire::kBthOffset, len);
     const bool own_check = port != wire::kRoceUdpPort || index != 0;
     uint16_t ip_id = 0;
+    bool verified = false;
     if (own_check && options.verify_icrc) {
       icrc::UdpFields f{.src_ip = src_ip, .dst_ip = ip_addr, .src_port = src_port, .dst_port = port};
       bool ok = false;
@@ -296,11 +296,12 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
         bump(counters.rx_bad_icrc);
         return false;
       }
+      verified = ok;
     }
+    // (Off port 4791 the headers written name 4791, which the sender's ICRC did not cover; the frame
+    // is verified here or not at all, so the engine never checks it against these headers.)
     write_headers(frame, src_ip, src_port, len, ip_id);
-    if (port != wire::kRoceUdpPort && len >= wire::kBthLen + wire::kIcrcLen) {
-      icrc::stamp_frame(std::span<uint8_t>(frame, wire::kBthOffset + len));
-    }
+    *view = {frame, static_cast<uint32_t>(wire::kBthOffset + len), verified};
     return true;
   }
 
@@ -339,7 +340,7 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
           bump(counters.rx_truncated);
         } else {
           std::memcpy(frame + wire::kBthOffset, rx_big.data() + i * kUdpGroBufLen + off, l);
-          if (wrap(frame, l, src_ip, src_port, k)) views[nv++] = {frame, static_cast<uint32_t>(wire::kBthOffset + l)};
+          if (wrap(frame, l, src_ip, src_port, k, &views[nv])) ++nv;
         }
         off += l;
         ++k;

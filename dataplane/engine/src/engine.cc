@@ -417,7 +417,7 @@ void Engine::Impl::classify(const PacketView& f, Pending& c) {
     c.reason = DropReason::kNotForUs;
     return;
   }
-  if (opt.verify_icrc && !icrc::verify_frame(std::span<const uint8_t>(f.data, f.len))) {
+  if (opt.verify_icrc && !f.icrc_verified && !icrc::verify_frame(std::span<const uint8_t>(f.data, f.len))) {
     c.reason = DropReason::kBadIcrc;
     return;
   }

@@ -85,10 +85,13 @@ struct alignas(64) CoreCounters {
   std::atomic<uint64_t> latency_buckets[kLatencyBuckets]{};
 };
 
-// A frame received: contiguous bytes, valid until process_burst returns.
+// A frame received: contiguous bytes, valid until process_burst returns. icrc_verified: the
+// receiver has already checked this frame's ICRC (the embedded service must, to learn a UDP train
+// member's IP ID), so the engine does not check it again.
 struct PacketView {
   const uint8_t* data;
   uint32_t len;
+  bool icrc_verified = false;
 };
 
 // Where the engine puts frames to send. Implemented by each port (DPDK tx queue, in memory, UDP
