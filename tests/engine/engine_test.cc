@@ -1214,6 +1214,26 @@ TEST(EngineTest, IcrcCheckCanBeTurnedOff) {
   EXPECT_EQ(get(e.counters().slots_completed), 1u);
 }
 
+// A frame its receiver marks icrc_verified (the embedded service checked it to learn a train
+// member's IP ID) is not checked again; the same frame unmarked is dropped as kBadIcrc.
+TEST(EngineTest, FramesTheReceiverVerifiedAreNotCheckedAgain) {
+  EngineOptions o = appliance();
+  Engine e(o);
+  MemoryTxSink tx;
+  const JobSpec job = job_spec(1, Dtype::kInt32, ReduceOp::kSum, 1, 1);
+  ASSERT_TRUE(e.add_job(job).ok());
+  auto f = contribution(job, o, 0, {0, 0, 0, 0, 4});
+  f[f.size() - 1] ^= 0xFF;  // an ICRC that does not match these headers
+  const PacketView unmarked{f.data(), static_cast<uint32_t>(f.size())};
+  e.process_burst(std::span<const PacketView>(&unmarked, 1), tx);
+  EXPECT_EQ(drops(e, DropReason::kBadIcrc), 1u);
+  EXPECT_EQ(get(e.counters().slots_completed), 0u);
+  const PacketView marked{f.data(), static_cast<uint32_t>(f.size()), true};
+  e.process_burst(std::span<const PacketView>(&marked, 1), tx);
+  EXPECT_EQ(drops(e, DropReason::kBadIcrc), 1u);
+  EXPECT_EQ(get(e.counters().slots_completed), 1u);
+}
+
 TEST(EngineTest, AnyUdpSourcePortIsAcceptedFromTheRegisteredAddressAndQpn) {
   // RoCE NICs choose the UDP source port per flow (ECMP entropy): only IPv4 and QPN identify a member.
   EngineOptions o = appliance();
