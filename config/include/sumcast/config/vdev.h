@@ -47,7 +47,7 @@ uint32_t af_packet_frame_size_for(uint32_t mtu);
 
 // The frames of each of the port's rings (one rx and one tx ring per queue pair) when its vdev names
 // no framecnt=: the PMD's own default, 512, is overrun whenever the engine lcore is descheduled
-// while the workers' windows are full (an appliance sharing its CPUs: 1.3-3.7% of the frames of
+// while the workers' windows are full (an appliance sharing its CPUs: 1.4-2.2% of the frames of
 // the MPI namespace test lost in the kernel with 512, none with 2048). sumcastd asks for
 // kAfPacketRingFrames, in whole blocks, or fewer where that would take more than
 // kAfPacketRingBytes of kernel memory per ring (at least one block).
