@@ -1063,11 +1063,19 @@ void Communicator::check_timers(uint64_t now) {
     const uint64_t evidence = now >= matured_at ? std::max(a.answered_tx_ns, a.retx_answered_tx_ns) : a.answered_tx_ns;
     const Slot* probe = nullptr;
     if (now >= a.next_probe_ns) {  // one probe per RTO, however many timers expire meanwhile
+      // A held round (replayed to a new home after a failover) is outstanding like a busy chunk, and
+      // may be the probe too: where it is all this rank has outstanding there, no other answer can
+      // reveal its loss, so a lost copy would only back off while every rank waits on its round.
       bool expired = false;
+      uint64_t probe_g = 0;
       for (const Slot& sl : a.slots) {
-        if (!sl.busy || sl.held || evidence > sl.last_tx_ns) continue;
+        if ((!sl.busy && !sl.held) || evidence > sl.last_tx_ns) continue;
         expired = expired || sl.deadline_ns <= now;
-        if (!probe || sl.g < probe->g) probe = &sl;
+        const uint64_t g = sl.held ? sl.last_g : sl.g;
+        if (!probe || g < probe_g) {
+          probe = &sl;
+          probe_g = g;
+        }
       }
       if (!expired) probe = nullptr;
     }
