@@ -76,6 +76,21 @@ TEST(VdevTest, AfPacketRingRefusesWhatTheKernelOrPmdWould) {
   EXPECT_EQ(r->frame_count, 1028u);
 }
 
+TEST(VdevTest, FrameSizeForAnMtuHoldsTheFrameWhereTheKernelWritesIt) {
+  // The MAC header 66 bytes in, 14 + 4 (VLAN) + MTU bytes of frame, rounded to 16.
+  EXPECT_EQ(TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14, 66u);
+  EXPECT_EQ(af_packet_frame_size_for(1500), 1584u);
+  EXPECT_EQ(af_packet_frame_size_for(9000), 9088u);
+  EXPECT_EQ(af_packet_frame_size_for(9001), 9088u);
+  EXPECT_EQ(af_packet_frame_size_for(9005), 9104u);
+  for (uint32_t mtu = 576; mtu <= 9216; mtu += 37) {
+    const uint32_t f = af_packet_frame_size_for(mtu);
+    EXPECT_EQ(f % TPACKET_ALIGNMENT, 0u);
+    EXPECT_GE(f, 66u + 18u + mtu);
+    EXPECT_LT(f, 66u + 18u + mtu + TPACKET_ALIGNMENT);
+  }
+}
+
 // The ring size sumcastd asks for where the vdev names none: 4096 frames, fewer where the blocks
 // would take more than 32 MiB of kernel memory (the kernel allocates a block in a power of two of
 // pages), always whole blocks; a framecnt= given is kept.

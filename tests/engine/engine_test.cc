@@ -1200,15 +1200,21 @@ TEST(EngineTest, ProgressCountsCompletedSlotsPerJob) {
   EXPECT_EQ(p[0].job_id, 22u);
 }
 
+// A one-rank job's contribution whose ICRC does not match its headers, for an engine of `o`.
+std::vector<uint8_t> bad_icrc_contribution(Engine& e, const EngineOptions& o) {
+  const JobSpec job = job_spec(1, Dtype::kInt32, ReduceOp::kSum, 1, 1);
+  EXPECT_TRUE(e.add_job(job).ok());
+  auto f = contribution(job, o, 0, {0, 0, 0, 0, 4});
+  f[f.size() - 1] ^= 0xFF;
+  return f;
+}
+
 TEST(EngineTest, IcrcCheckCanBeTurnedOff) {
   EngineOptions o = appliance();
   o.verify_icrc = false;
   Engine e(o);
   MemoryTxSink tx;
-  const JobSpec job = job_spec(1, Dtype::kInt32, ReduceOp::kSum, 1, 1);
-  ASSERT_TRUE(e.add_job(job).ok());
-  auto f = contribution(job, o, 0, {0, 0, 0, 0, 4});
-  f[f.size() - 1] ^= 0xFF;
+  const auto f = bad_icrc_contribution(e, o);
   feed(e, tx, f);
   EXPECT_EQ(drops(e, DropReason::kBadIcrc), 0u);
   EXPECT_EQ(get(e.counters().slots_completed), 1u);
@@ -1220,10 +1226,7 @@ TEST(EngineTest, FramesTheReceiverVerifiedAreNotCheckedAgain) {
   EngineOptions o = appliance();
   Engine e(o);
   MemoryTxSink tx;
-  const JobSpec job = job_spec(1, Dtype::kInt32, ReduceOp::kSum, 1, 1);
-  ASSERT_TRUE(e.add_job(job).ok());
-  auto f = contribution(job, o, 0, {0, 0, 0, 0, 4});
-  f[f.size() - 1] ^= 0xFF;  // an ICRC that does not match these headers
+  const auto f = bad_icrc_contribution(e, o);
   const PacketView unmarked{f.data(), static_cast<uint32_t>(f.size())};
   e.process_burst(std::span<const PacketView>(&unmarked, 1), tx);
   EXPECT_EQ(drops(e, DropReason::kBadIcrc), 1u);

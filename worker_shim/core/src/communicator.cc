@@ -1066,16 +1066,12 @@ void Communicator::check_timers(uint64_t now) {
       // A held round (replayed to a new home after a failover) is outstanding like a busy chunk, and
       // may be the probe too: where it is all this rank has outstanding there, no other answer can
       // reveal its loss, so a lost copy would only back off while every rank waits on its round.
+      const auto chunk = [](const Slot& sl) { return sl.held ? sl.last_g : sl.g; };  // its oldest outstanding
       bool expired = false;
-      uint64_t probe_g = 0;
       for (const Slot& sl : a.slots) {
         if ((!sl.busy && !sl.held) || evidence > sl.last_tx_ns) continue;
         expired = expired || sl.deadline_ns <= now;
-        const uint64_t g = sl.held ? sl.last_g : sl.g;
-        if (!probe || g < probe_g) {
-          probe = &sl;
-          probe_g = g;
-        }
+        if (!probe || chunk(sl) < chunk(*probe)) probe = &sl;
       }
       if (!expired) probe = nullptr;
     }
