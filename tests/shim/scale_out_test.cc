@@ -267,6 +267,25 @@ std::vector<uint8_t> rank_order_sums(size_t count, int call) {
   return v;
 }
 
+// The rank's communicator; nullptr where it could not be created, with the error recorded and the
+// rank arrived at `done` (which every rank does before it leaves).
+std::unique_ptr<Communicator> create_or_record(const CommConfig& c, std::string* error, Barrier* done) {
+  auto comm = Communicator::create(c);
+  if (comm.ok()) return std::move(comm).value();
+  *error = comm.status().to_string();
+  done->arrive_and_wait();
+  return nullptr;
+}
+
+// What went wrong in call `i` (empty if nothing): its error, or the first element not `want`.
+std::string call_error(int i, const Status& st, const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+  if (!st.ok()) return "call " + std::to_string(i) + ": " + st.to_string();
+  if (long bad = first_mismatch(got, want, 4); bad != -1) {
+    return "call " + std::to_string(i) + ": wrong sum at " + std::to_string(bad);
+  }
+  return "";
+}
+
 // n = 4, calls of integer-valued data; mid-way through the third call, one aggregator stops (its
 // jobs abort) or its link is cut (it goes silent): every call on every rank completes with the
 // exact sum, each rank failed over once, and the chunks some rank lacked were replayed.
@@ -319,25 +338,17 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
       if (rank == 0) t = std::make_unique<Trigger>(std::move(t), 2 * 512 + 200, fire);  // in the third call
       return t;
     };
-    auto comm = Communicator::create(c);
-    if (!comm.ok()) {
-      errors[static_cast<size_t>(rank)] = comm.status().to_string();
-      done.arrive_and_wait();
-      return;
-    }
+    auto comm = create_or_record(c, &errors[static_cast<size_t>(rank)], &done);
+    if (!comm) return;
     for (int i = 1; i <= calls && errors[static_cast<size_t>(rank)].empty(); ++i) {
       auto buf = fc.deterministic ? real_inputs(count, rank, i) : make_input(wire::Dtype::kFp32, count, rank, i);
-      Status st = (*comm)->allreduce(buf.data(), buf.data(), count);  // in place
+      Status st = comm->allreduce(buf.data(), buf.data(), count);  // in place
       const auto want = fc.deterministic ? rank_order_sums(count, i)
                                          : make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, kWorld, i);
-      if (!st.ok()) {
-        errors[static_cast<size_t>(rank)] = "call " + std::to_string(i) + ": " + st.to_string();
-      } else if (long bad = first_mismatch(buf, want, 4); bad != -1) {
-        errors[static_cast<size_t>(rank)] = "call " + std::to_string(i) + ": wrong sum at " + std::to_string(bad);
-      }
+      errors[static_cast<size_t>(rank)] = call_error(i, st, buf, want);
     }
-    stats[static_cast<size_t>(rank)] = (*comm)->stats();
-    events[static_cast<size_t>(rank)] = (*comm)->failovers();
+    stats[static_cast<size_t>(rank)] = comm->stats();
+    events[static_cast<size_t>(rank)] = comm->failovers();
     done.arrive_and_wait();  // no rank leaves a job another still retransmits on
   });
   fire();  // never fired (a failure above): unblock the stopper
@@ -398,23 +409,17 @@ TEST(FailoverLiveness, ALateRankIsNoLoss) {
   run_ranks(kWorld, [&](int rank) {
     CommConfig c = config_for(job, "late", rank, nullptr);
     c.failover_after_ms = 200;
-    auto comm = Communicator::create(c);
-    if (!comm.ok()) {
-      errors[static_cast<size_t>(rank)] = comm.status().to_string();
-      done.arrive_and_wait();
-      return;
-    }
+    auto comm = create_or_record(c, &errors[static_cast<size_t>(rank)], &done);
+    if (!comm) return;
     for (int i = 1; i <= 4 && errors[static_cast<size_t>(rank)].empty(); ++i) {
       // The scenario, not a synchronisation: rank 3 computes for 1 s before its third call.
       if (rank == 3 && i == 3) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
       auto buf = make_input(wire::Dtype::kFp32, count, rank, i);
-      Status st = (*comm)->allreduce(buf.data(), buf.data(), count);
-      if (!st.ok() ||
-          first_mismatch(buf, make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, kWorld, i), 4) != -1) {
-        errors[static_cast<size_t>(rank)] = st.ok() ? "wrong sum in call " + std::to_string(i) : st.to_string();
-      }
+      Status st = comm->allreduce(buf.data(), buf.data(), count);
+      errors[static_cast<size_t>(rank)] =
+          call_error(i, st, buf, make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, kWorld, i));
     }
-    stats[static_cast<size_t>(rank)] = (*comm)->stats();
+    stats[static_cast<size_t>(rank)] = comm->stats();
     done.arrive_and_wait();
   });
   uint64_t probes = 0;
@@ -524,6 +529,98 @@ INSTANTIATE_TEST_SUITE_P(Bounds, FailoverBounds, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? std::string("BothLost") : std::string("FailoverMaxZero");
                          });
+
+// Drops the first packet sent to one transport peer (that peer only exists after a failover: the
+// new home is a peer of its own), and counts it.
+class DropFirstTo final : public ForwardingTransport {
+ public:
+  DropFirstTo(std::unique_ptr<Transport> inner, uint32_t peer, std::atomic<uint64_t>* dropped)
+      : ForwardingTransport(std::move(inner)), peer_(peer), dropped_(dropped) {}
+  Status send(std::span<const OutPacket> packets) override {
+    if (*dropped_ != 0) return inner_->send(packets);
+    std::vector<OutPacket> keep;
+    for (const OutPacket& p : packets) {
+      if (p.peer == peer_ && *dropped_ == 0) {
+        ++*dropped_;
+        continue;
+      }
+      keep.push_back(p);
+    }
+    return inner_->send(keep);
+  }
+
+ private:
+  uint32_t peer_;
+  std::atomic<uint64_t>* dropped_;
+};
+
+// A round replayed to the new home that is lost once is resent (docs/failover.md section 3). Two
+// aggregators, one chunk each per call. Rank 3 never hears the first aggregator, so it lacks call
+// 1's chunk there while ranks 0-2 complete call 1; then that aggregator stops. At the new home rank
+// 0's first packet, its replay of that round (the "held" round rank 3 needs), is dropped, and
+// nothing else rank 0 has outstanding there can be answered first: its call-2 chunk waits for rank
+// 3, which waits for that round. Only a resend of the held round itself (as the stall probe) lets
+// the job go on; without it rank 3 declared the new home lost as well (a second failover), as a
+// clean-clone run of allreduce_failover_loss1 once did.
+TEST(FailoverReplay, AReplayLostAtTheNewHomeIsResent) {
+  std::vector<std::unique_ptr<embedded::Service>> services = two_services();
+  for (const auto& sv : services) ASSERT_TRUE(sv);
+  const std::string lost = services[0]->control_address();
+  const size_t count = 64;  // 32 elements, one chunk, per aggregator
+  const int calls = 3;
+  std::atomic<bool> deaf{false};
+  std::atomic<uint64_t> deaf_dropped{0}, replay_dropped{0};
+  std::vector<std::string> errors(kWorld);
+  std::vector<CommStats> stats(kWorld);
+  std::vector<std::vector<FailoverEvent>> events(kWorld);
+  Barrier done(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    CommConfig c = base_config({services[0].get(), services[1].get()}, "replay", static_cast<uint16_t>(rank), kWorld,
+                               wire::Dtype::kFp32);
+    c.failover = CommConfig::Failover::kOn;
+    c.failover_after_ms = 300;
+    c.failover_timeout_ms = 10000;
+    c.wrap_transport = [&, rank](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
+      if (rank == 3) t = std::make_unique<CutPeer>(std::move(t), 0, &deaf, true, &deaf_dropped);
+      if (rank == 0) t = std::make_unique<DropFirstTo>(std::move(t), 2, &replay_dropped);  // peer 2: the new home
+      return t;
+    };
+    auto comm = create_or_record(c, &errors[static_cast<size_t>(rank)], &done);
+    if (!comm) return;
+    if (rank == 3) deaf = true;  // before its first contribution: no call completes before this
+    for (int i = 1; i <= calls && errors[static_cast<size_t>(rank)].empty(); ++i) {
+      auto buf = make_input(wire::Dtype::kFp32, count, rank, i);
+      Status st = comm->allreduce(buf.data(), buf.data(), count);
+      errors[static_cast<size_t>(rank)] =
+          call_error(i, st, buf, make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, count, kWorld, i));
+      if (rank == 0 && i == 1) services[0]->stop();  // rank 0 has call 1's round there; rank 3 lacks it
+    }
+    stats[static_cast<size_t>(rank)] = comm->stats();
+    events[static_cast<size_t>(rank)] = comm->failovers();
+    done.arrive_and_wait();  // no rank leaves a job another still retransmits on
+  });
+  EXPECT_GT(deaf_dropped.load(), 0u);  // rank 3 did miss a result
+  EXPECT_EQ(replay_dropped.load(), 1u);
+  for (int r = 0; r < kWorld; ++r) {
+    const auto ri = static_cast<size_t>(r);
+    EXPECT_EQ(errors[ri], "") << "rank " << r;
+    EXPECT_EQ(stats[ri].failovers, 1u) << "rank " << r;
+    ASSERT_FALSE(events[ri].empty()) << "rank " << r;
+    EXPECT_EQ(events[ri][0].lost, lost) << "rank " << r;
+    std::printf(
+        "rank %d: %zu failover(s), first after %llu ms, %llu replayed (%llu completed rounds); "
+        "%llu retransmissions, %llu stall probes: %s\n",
+        r, events[ri].size(), static_cast<unsigned long long>(events[ri][0].ms),
+        static_cast<unsigned long long>(stats[ri].replayed_chunks),
+        static_cast<unsigned long long>(stats[ri].replayed_completed),
+        static_cast<unsigned long long>(stats[ri].retransmissions),
+        static_cast<unsigned long long>(stats[ri].stall_probes), events[ri][0].reason.c_str());
+    for (size_t e = 1; e < events[ri].size(); ++e) std::printf("  then: %s\n", events[ri][e].reason.c_str());
+  }
+  EXPECT_EQ(stats[0].replayed_completed, 1u);  // the dropped packet was that replay
+  EXPECT_EQ(stats[3].replayed_completed, 0u);
+  EXPECT_GT(stats[0].stall_probes, 0u);  // and it went out again as the stall probe
+}
 
 // Two communicators ("lanes", as the NCCL plugin drives several) from one thread per rank, over the
 // same two aggregators; the first is stopped mid-call, so each lane fails over. Rank 0 drives lane
