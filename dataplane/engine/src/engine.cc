@@ -25,13 +25,15 @@
 #include <new>
 #include <string>
 
-#include "crc_combine.h"
 #include "sumcast/counter.h"
 #include "sumcast/endian.h"
+#include "sumcast/icrc/combine.h"
 #include "sumcast/icrc/icrc.h"
 #include "sumcast/kernels/kernels.h"
 
 namespace sumcast::engine {
+
+namespace crc = icrc::crc;
 
 // Structural drop reasons are ParseError values one-to-one.
 #define SUMCAST_X(name, str)                                                                    \
@@ -190,7 +192,7 @@ struct Pending {
 constexpr size_t kHeaderIcrcSpan = wire::kPayloadOffset - wire::kIpOffset + wire::kIcrcLen;
 
 // CRC-32 (as crc32()) of the masked headers of `frame`: its ICRC is this combined with the CRC of
-// the payload and pad (crc_combine.h).
+// the payload and pad (sumcast/icrc/combine.h).
 uint32_t header_crc(const uint8_t* frame) {
   return icrc::compute(std::span<const uint8_t>(frame + wire::kIpOffset, kHeaderIcrcSpan));
 }

@@ -1,6 +1,6 @@
-// CRC-32 arithmetic (zlib's polynomial, reflected) that lets the engine stamp one result to n
-// destinations with one CRC of the payload: the payload's CRC is computed once and combined with
-// each destination's header CRC, so sending a result to n ranks does not read its payload n times.
+// CRC-32 arithmetic (zlib's polynomial, reflected). The engine stamps one result to n destinations
+// with one CRC of the payload: the payload's CRC is computed once and combined with each
+// destination's header CRC, so sending a result to n ranks does not read its payload n times.
 //
 // Values are CRC-32 remainders as crc32() returns them: bit 31 holds the coefficient of x^0,
 // bit 0 that of x^31. For byte strings A and B (crc = zlib's crc32, conditioning included):
@@ -16,11 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace sumcast::engine::crc {
+namespace sumcast::icrc::crc {
 
 // a * b mod P.
 uint32_t multiply(uint32_t a, uint32_t b);
 // x^(8 * bytes) mod P: what multiply() needs to move a CRC past `bytes` more bytes.
 uint32_t shift_for(uint64_t bytes);
 
-}  // namespace sumcast::engine::crc
+}  // namespace sumcast::icrc::crc

@@ -1,7 +1,7 @@
-// Unit tests of the engine's CRC-32 combination (dataplane/engine/src/crc_combine.h): the
+// Unit tests of the CRC-32 combination (sumcast/icrc/combine.h): the
 // product against its shift-and-add definition, and combined CRCs against the CRC of the whole
 // string computed in one pass (ISA-L through icrc::crc32), for every length up to a 4 KiB payload.
-#include "crc_combine.h"
+#include "sumcast/icrc/combine.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "sumcast/icrc/icrc.h"
 
-namespace sumcast::engine::crc {
+namespace sumcast::icrc::crc {
 namespace {
 
 // a * b mod P by the definition (reflected: bit 31 is x^0), written independently of the code.
@@ -71,4 +71,4 @@ TEST(CrcCombineTest, CrcDifferenceOfEqualLengthStringsDependsOnlyOnTheirDifferen
 }
 
 }  // namespace
-}  // namespace sumcast::engine::crc
+}  // namespace sumcast::icrc::crc

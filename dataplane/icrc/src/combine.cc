@@ -1,10 +1,10 @@
-// CRC-32 combination (crc_combine.h).
+// CRC-32 combination (sumcast/icrc/combine.h).
 //
 // Carry-less product then Barrett reduction: for reflected operands a and b, clmul(a, b) << 1 is
 // the 64-bit reflected product, and the Barrett step with P' = 0x1DB710641 (the polynomial with
 // its x^32 term, reflected) and u = 0x1F7011641 (floor(x^64 / P), reflected) leaves a * b mod P
-// in bits 32..63. Checked against the shift-and-add definition in tests/engine/crc_combine_test.cc.
-#include "crc_combine.h"
+// in bits 32..63. Checked against the shift-and-add definition in tests/icrc/combine_test.cc.
+#include "sumcast/icrc/combine.h"
 
 #include <array>
 
@@ -13,7 +13,7 @@
 #define SUMCAST_CRC_CLMUL 1
 #endif
 
-namespace sumcast::engine::crc {
+namespace sumcast::icrc::crc {
 namespace {
 
 constexpr uint32_t kPolyReflected = 0xEDB88320u;  // x^32 + x^26 + ... + 1, reflected, x^32 implied
@@ -75,4 +75,4 @@ uint32_t shift_for(uint64_t bytes) {
   return r;
 }
 
-}  // namespace sumcast::engine::crc
+}  // namespace sumcast::icrc::crc
