@@ -1,5 +1,6 @@
 // Unit tests of sumcast::icrc: golden vectors from a real NIC, a bitwise reference, single-bit
-// flips, masked fields, the kernel-socket (UDP fields) variant, CRC-32 against zlib, and frames
+// flips, masked fields, the kernel-socket (UDP fields) variant and its identification search,
+// CRC-32 against zlib, and frames
 // built by sumcast::wire.
 #include "sumcast/icrc/icrc.h"
 
@@ -295,6 +296,43 @@ TEST(IcrcUdp, UdpFieldsFollowIpIdAndDontFragment) {
   defaults.ip_id = 0;
   defaults.dont_fragment = true;
   EXPECT_FALSE(verify_udp(defaults, roce));
+}
+
+// A datagram stamped for identification id is matched to exactly that one, whichever f.ip_id was
+// tried first, when id < count, and to none otherwise; a corrupted one to none.
+TEST(IcrcUdp, MatchFindsTheIdentificationTheIcrcWasStampedFor) {
+  for (size_t payload : {size_t{0}, size_t{1}, size_t{7}, size_t{1024}, size_t{4096}}) {
+    SCOPED_TRACE(payload);
+    wire::Addressing a;
+    const std::vector<uint8_t> frame = make_frame(payload, static_cast<uint32_t>(payload) + 7, &a);
+    const UdpFields f = udp_fields_of(a);
+    const std::span<const uint8_t> roce(frame.data() + wire::kBthOffset, ip_span(frame).size() - 28);
+    for (uint16_t id : {0, 1, 2, 5, 31, 32, 63, 64, 65, 200, 4097, 65535}) {
+      SCOPED_TRACE(id);
+      std::vector<uint8_t> copy(roce.begin(), roce.end());
+      UdpFields stamped = f;
+      stamped.ip_id = id;
+      stamp_udp(stamped, copy);
+      for (uint16_t expected : {0, 5, 63, 77, 65535}) {  // tried first; any other is found too
+        UdpFields other = f;
+        other.ip_id = expected;
+        EXPECT_EQ(match_udp_ip_id(other, copy, 64), id < 64 ? int{id} : -1) << "expected " << expected;
+      }
+      EXPECT_EQ(match_udp_ip_id(stamped, copy, 64), id < 64 ? int{id} : -1);
+      EXPECT_EQ(match_udp_ip_id(f, copy, 65536), int{id});
+      EXPECT_EQ(match_udp_ip_id(f, copy, 1), id == 0 ? 0 : -1);
+      EXPECT_EQ(match_udp_ip_id(f, copy, 0), -1);
+      EXPECT_EQ(match_udp_ip_id(f, copy, uint32_t{id} + 1), int{id});  // the last one counted
+      EXPECT_EQ(match_udp_ip_id(f, copy, id), -1);                     // one short
+      copy[copy.size() / 2] ^= 0x10;
+      EXPECT_EQ(match_udp_ip_id(f, copy, 64), -1);
+      copy[copy.size() / 2] ^= 0x10;
+      UdpFields wrong = stamped;
+      wrong.src_port ^= 1;
+      EXPECT_EQ(match_udp_ip_id(wrong, copy, 64), -1);
+    }
+  }
+  EXPECT_EQ(match_udp_ip_id(UdpFields{}, std::vector<uint8_t>(15), 64), -1);  // shorter than BTH and ICRC
 }
 
 TEST(IcrcCrc32, MatchesZlibAndBitwiseReferenceOnRandomBuffers) {

@@ -47,13 +47,15 @@ struct ApplianceSocket {
     ASSERT_EQ(sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof(a)),
               static_cast<ssize_t>(bytes.size()));
   }
-  // Stamps the ICRC of `roce` (BTH..ICRC) as sent from this socket to `to`.
-  void stamp(const Endpoint& to, std::span<uint8_t> roce) const {
+  // Stamps the ICRC of `roce` (BTH..ICRC) as sent from this socket to `to`, for IP ID `ip_id`
+  // (0: a datagram sent alone; k: the k-th of a UDP_SEGMENT train).
+  void stamp(const Endpoint& to, std::span<uint8_t> roce, uint16_t ip_id = 0) const {
     icrc::UdpFields f;
     f.src_ip = ip;
     f.dst_ip = to.ip;
     f.src_port = port;
     f.dst_port = to.udp_port;
+    f.ip_id = ip_id;
     icrc::stamp_udp(f, roce);
   }
   // A CNP to `dest_qp` of the worker at `to`.

@@ -340,8 +340,8 @@ int parse_args(int argc, char** argv, Options* o) {
       ->check(CLI::IsMember({"auto", "off"}))
       ->type_name("auto|off");
   app.add_option("--udp-gso", o->udp_gso,
-                 "UDP: send contributions in UDP_SEGMENT trains (segment k with IP ID k): only toward "
-                 "sumcastd appliances, which check the ICRC on the real IPv4 header")
+                 "UDP: send contributions in UDP_SEGMENT trains (segment k with IP ID k; sumcastd reads it, "
+                 "kernel-UDP aggregators find it)")
       ->check(CLI::IsMember({"on", "off"}))
       ->type_name("on|off");
   app.add_option("--busy-poll-us", o->busy_poll_us, "UDP: SO_BUSY_POLL of the data sockets (0: off)")

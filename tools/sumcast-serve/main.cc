@@ -78,13 +78,15 @@ int main(int argc, char** argv) {
   const auto c = service->counters();
   service->stop();
   std::printf(
-      "sumcast-serve: stopped by signal %d; jobs started %llu, rx %llu datagrams (%llu in %llu coalesced buffers), "
-      "tx %llu datagrams (%llu in %llu trains), dropped: rx truncated %llu, rx bad ICRC %llu, tx %llu\n",
+      "sumcast-serve: stopped by signal %d; jobs started %llu, rx %llu datagrams (%llu in %llu coalesced buffers, "
+      "%llu of cut trains), tx %llu datagrams (%llu in %llu trains), dropped: rx truncated %llu, rx bad ICRC %llu, "
+      "tx %llu\n",
       sig, static_cast<unsigned long long>(sc.jobs_started), static_cast<unsigned long long>(c.rx_datagrams),
       static_cast<unsigned long long>(c.rx_coalesced_datagrams), static_cast<unsigned long long>(c.rx_coalesced),
-      static_cast<unsigned long long>(c.tx_datagrams), static_cast<unsigned long long>(c.tx_train_datagrams),
-      static_cast<unsigned long long>(c.tx_trains), static_cast<unsigned long long>(c.rx_truncated),
-      static_cast<unsigned long long>(c.rx_bad_icrc), static_cast<unsigned long long>(c.tx_dropped));
+      static_cast<unsigned long long>(c.rx_cut_train), static_cast<unsigned long long>(c.tx_datagrams),
+      static_cast<unsigned long long>(c.tx_train_datagrams), static_cast<unsigned long long>(c.tx_trains),
+      static_cast<unsigned long long>(c.rx_truncated), static_cast<unsigned long long>(c.rx_bad_icrc),
+      static_cast<unsigned long long>(c.tx_dropped));
   // The engine's side (read after stop: its thread has ended): what it summed and answered, and
   // every frame it dropped, by reason (docs/protocol.md §6 names them).
   const sumcast::engine::CoreCounters& e = service->engine_counters();

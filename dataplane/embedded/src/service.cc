@@ -42,6 +42,7 @@ struct AtomicCounters {
   std::atomic<uint64_t> rx_datagrams{0};
   std::atomic<uint64_t> rx_truncated{0};
   std::atomic<uint64_t> rx_bad_icrc{0};
+  std::atomic<uint64_t> rx_cut_train{0};
   std::atomic<uint64_t> tx_datagrams{0};
   std::atomic<uint64_t> tx_dropped{0};
   std::atomic<uint64_t> tx_restamped{0};
@@ -265,9 +266,10 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
 
   // Wraps the datagram at frame + kBthOffset (`len` bytes from src_ip:src_port; kRxRoom or more:
   // truncated) into the Ethernet / IPv4 / UDP frame its sender's NIC would have produced; false
-  // when it is dropped (counted). `index`: its place in a coalesced buffer (udp_trains). A sender's
-  // UDP_SEGMENT train leaves with IP ID k on datagram k and stamps its ICRC for that ID; datagrams
-  // coalesced on their way here were each sent alone, with ID 0. Either is accepted. *view: the
+  // when it is dropped (counted). `index`: its place in a coalesced buffer (udp_trains). Datagram
+  // k of a sender's UDP_SEGMENT train was stamped for IP ID k, a datagram sent alone for 0, and a
+  // train may arrive whole, coalesced from lone datagrams, or cut on the way (docs/protocol.md
+  // §2.2): any IP ID a train's place has is accepted, its place here tried first. *view: the
   // frame for the engine, marked verified where this checked its ICRC (once per frame).
   bool wrap(uint8_t* frame, size_t len, uint32_t src_ip, uint16_t src_port, uint16_t index, engine::PacketView* view) {
     if (len >= kRxRoom) {
@@ -275,28 +277,21 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
       return false;
     }
     const std::span<const uint8_t> roce(frame + wire::kBthOffset, len);
-    const bool own_check = port != wire::kRoceUdpPort || index != 0;
     uint16_t ip_id = 0;
     bool verified = false;
-    if (own_check && options.verify_icrc) {
-      icrc::UdpFields f{.src_ip = src_ip, .dst_ip = ip_addr, .src_port = src_port, .dst_port = port};
-      bool ok = false;
-      if (len >= wire::kBthLen + wire::kIcrcLen) {
-        f.ip_id = index;
-        ok = icrc::verify_udp(f, roce);
-        if (ok) {
-          ip_id = index;
-        } else if (index != 0) {
-          f.ip_id = 0;
-          ok = icrc::verify_udp(f, roce);
-        }
-      }
-      // On port 4791 a datagram that matches neither goes on with ID 0: the engine counts it.
-      if (!ok && port != wire::kRoceUdpPort) {
+    if (options.verify_icrc) {
+      const icrc::UdpFields f{
+          .src_ip = src_ip, .dst_ip = ip_addr, .src_port = src_port, .dst_port = port, .ip_id = index};
+      const int id = icrc::match_udp_ip_id(f, roce, kUdpTrainMaxSegments);
+      if (id >= 0) {
+        ip_id = static_cast<uint16_t>(id);
+        verified = true;
+        if (id != 0 && id != index) bump(counters.rx_cut_train);
+      } else if (port != wire::kRoceUdpPort) {
         bump(counters.rx_bad_icrc);
         return false;
       }
-      verified = ok;
+      // On port 4791 a datagram that matches none goes on with ID 0: the engine checks and counts it.
     }
     // (Off port 4791 the headers written name 4791, which the sender's ICRC did not cover; the frame
     // is verified here or not at all, so the engine never checks it against these headers.)
@@ -560,6 +555,7 @@ ServiceCounters Service::counters() const {
   s.rx_datagrams = c.rx_datagrams.load(std::memory_order_relaxed);
   s.rx_truncated = c.rx_truncated.load(std::memory_order_relaxed);
   s.rx_bad_icrc = c.rx_bad_icrc.load(std::memory_order_relaxed);
+  s.rx_cut_train = c.rx_cut_train.load(std::memory_order_relaxed);
   s.tx_datagrams = c.tx_datagrams.load(std::memory_order_relaxed);
   s.tx_dropped = c.tx_dropped.load(std::memory_order_relaxed);
   s.tx_restamped = c.tx_restamped.load(std::memory_order_relaxed);

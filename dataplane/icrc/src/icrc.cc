@@ -16,10 +16,13 @@
 
 #include <isa-l/crc.h>
 
+#include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstring>
 
 #include "sumcast/endian.h"
+#include "sumcast/icrc/combine.h"
 #include "sumcast/wire/format.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && !defined(SUMCAST_ICRC_SCALAR)
@@ -248,6 +251,39 @@ void stamp_udp(const UdpFields& f, std::span<uint8_t> roce) {
   assert(roce.size() >= kMinRoceLen);
   if (roce.size() < kMinRoceLen) return;
   store_le32(roce.data() + roce.size() - wire::kIcrcLen, compute_udp(f, roce));
+}
+
+int match_udp_ip_id(const UdpFields& f, std::span<const uint8_t> roce, uint32_t count) {
+  if (roce.size() < kMinRoceLen || count == 0) return -1;
+  const uint32_t last = std::min<uint32_t>(count, 65536) - 1;
+  const uint32_t diff = compute_udp(f, roce) ^ load_le32(roce.data() + roce.size() - wire::kIcrcLen);
+  if (diff == 0) return f.ip_id <= last ? f.ip_id : -1;
+  // For two inputs equal but in the identification, the CRCs differ by the CRC (without its
+  // conditioning) of the identifications' XOR, moved past the bytes that follow them: IPv4 bytes
+  // 6..19, the UDP header and the datagram up to its ICRC. That is linear in the XOR: one value
+  // per bit, XORed over the bits that differ from f.ip_id.
+  const uint32_t shift =
+      crc::shift_for(wire::kIpv4HeaderLen - (kIpId + 2) + wire::kUdpHeaderLen + roce.size() - wire::kIcrcLen);
+  std::array<uint32_t, 16> bit{};
+  size_t bits = 0;
+  for (; bits < bit.size() && ((last | f.ip_id) >> bits) != 0; ++bits) {
+    const uint32_t x = 1u << bits;
+    // The reflected CRC-32 register after x's two bytes (big-endian), from 0.
+    uint32_t r = 0;
+    for (const uint8_t byte : {static_cast<uint8_t>(x >> 8), static_cast<uint8_t>(x)}) {
+      r ^= byte;
+      for (int i = 0; i < 8; ++i) r = (r & 1) != 0 ? (r >> 1) ^ 0xEDB88320u : r >> 1;
+    }
+    bit[bits] = crc::multiply(r, shift);
+  }
+  // Every XOR below 2^bits in Gray code order (one bit changes per step: step k flips bit ctz(k)).
+  uint32_t d = 0;
+  for (uint32_t k = 1; k < (1u << bits); ++k) {
+    d ^= bit[static_cast<size_t>(__builtin_ctz(k))];
+    const uint32_t id = (k ^ (k >> 1)) ^ f.ip_id;
+    if (d == diff && id <= last) return static_cast<int>(id);
+  }
+  return -1;
 }
 
 }  // namespace sumcast::icrc

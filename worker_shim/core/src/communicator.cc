@@ -1714,6 +1714,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
       {"gro_receives", s.transport.gro_receives},
       {"gro_segments", s.transport.gro_segments},
       {"gro_refused", s.transport.gro_refused},
+      {"rx_cut_train", s.transport.rx_cut_train},
       {"gso_sends", s.transport.gso_sends},
       {"gso_segments", s.transport.gso_segments},
       {"gso_refused", s.transport.gso_refused},

@@ -583,15 +583,16 @@ bool UdpTransport::accept(const Datagram& d, Received* r) {
     return false;
   }
   if (options_.verify_icrc) {
-    // In a coalesced buffer, datagram k was stamped for IP ID k when its sender sent a train
-    // (UDP_SEGMENT), for IP ID 0 when the receiving side coalesced lone datagrams.
+    // Datagram k of a train (UDP_SEGMENT) was stamped for IP ID k, a lone one for 0: its place in a
+    // coalesced buffer first, then any place a train has (a train cut on the way, docs/protocol.md §2.2).
     icrc::UdpFields fk = f;
     fk.ip_id = d.train_index;
-    if (!(d.train_index != 0 && icrc::verify_udp(fk, std::span<const uint8_t>(data, len))) &&
-        !icrc::verify_udp(f, std::span<const uint8_t>(data, len))) {
+    const int id = icrc::match_udp_ip_id(fk, std::span<const uint8_t>(data, len), kUdpTrainMaxSegments);
+    if (id < 0) {
       drop(DropReason::kBadIcrc);
       return false;
     }
+    if (id != 0 && id != d.train_index) ++counters_.rx_cut_train;
   }
   if (pp.hdr.type == wire::MsgType::kContribution) {
     drop(DropReason::kNotResult);

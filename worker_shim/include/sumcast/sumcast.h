@@ -164,8 +164,8 @@ typedef struct sumcast_config {
                                       coalesced (UDP_GRO) where it allows it; 0: one per receive */
   uint32_t udp_gso;                /* "udp": nonzero: send runs of contributions as UDP_SEGMENT
                                       trains (segment k carries IP ID k, docs/protocol.md §2.2);
-                                      only when every aggregator of the job is a sumcastd, whose
-                                      ICRC check sees the real header; default 0 */
+                                      aggregators of this version take them on any path (sumcastd
+                                      reads the IP ID, kernel-UDP ones find it); default 0 */
   /* API 1.5. Loss notices (docs/protocol.md §7): nonzero (default 1) asks the appliances to tell
      this rank when its contribution to a chunk is missing, which it then resends at once, while
      a loss that is another rank's is left to that rank's notice for about a round trip. The same

@@ -196,8 +196,8 @@ constexpr std::array<EnvVar, 35> kTable = {{
      "receive buffer",
      false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.udp_gro = b; }); }},
     {"SUMCAST_MPI_UDP_GSO", EnvType::kBool, "0",
-     "1: contributions leave in UDP_SEGMENT trains (segment k with IP ID k); only where every appliance is sumcastd, "
-     "which checks the ICRC on the IPv4 header it received",
+     "1: contributions leave in UDP_SEGMENT trains (segment k with IP ID k); aggregators of this version take them "
+     "on any path (sumcastd reads the IP ID, kernel-UDP ones find it)",
      false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.udp_gso = b; }); }},
     {"SUMCAST_MPI_SEND_QUEUE_US", EnvType::kUint, "2000",
      "new chunks wait while more than this many microseconds of the result rate (at least 128 KiB) are queued "

@@ -35,7 +35,7 @@ constexpr Key kKeys[] = {
     {"SUMCAST_RTO_US", Kind::kU32, 100, 10000000, "first retransmission timeout"},
     {"SUMCAST_BUSY_POLL_US", Kind::kU32, 0, 1000000, "SO_BUSY_POLL of the data sockets, microseconds (0: off)"},
     {"SUMCAST_UDP_GRO", Kind::kU32, 0, 1, "1: receive coalesced results (UDP_GRO) where the kernel allows it; 0: off"},
-    {"SUMCAST_UDP_GSO", Kind::kU32, 0, 1, "1: send UDP_SEGMENT trains (every appliance must be sumcastd); 0: off"},
+    {"SUMCAST_UDP_GSO", Kind::kU32, 0, 1, "1: send UDP_SEGMENT trains (segment k with IP ID k); 0: off"},
     {"SUMCAST_SEND_QUEUE_US", Kind::kU32, 0, 1000000,
      "new chunks wait while more than this many us of the result rate are queued below the socket (0: off)"},
     {"SUMCAST_LOSS_NOTICES", Kind::kU32, 0, 1, "1: ask the appliances for loss notices (docs/protocol.md §7); 0: off"},

@@ -36,7 +36,7 @@ struct PluginConfig {
   uint32_t rto_us = 5000;                // SUMCAST_RTO_US: first retransmission timeout
   uint32_t busy_poll_us = 0;             // SUMCAST_BUSY_POLL_US: SO_BUSY_POLL of the data sockets (0: off)
   bool udp_gro = true;                   // SUMCAST_UDP_GRO: coalesced results (UDP_GRO) where the kernel allows it
-  bool udp_gso = false;                  // SUMCAST_UDP_GSO: UDP_SEGMENT trains (sumcastd appliances only)
+  bool udp_gso = false;                  // SUMCAST_UDP_GSO: UDP_SEGMENT trains (segment k with IP ID k)
   uint32_t send_queue_us = 2000;         // SUMCAST_SEND_QUEUE_US: queue below the socket that holds new chunks
   bool loss_notices = true;              // SUMCAST_LOSS_NOTICES: loss notices wanted (same on every node)
   bool cnp_reaction = true;              // SUMCAST_CNP_REACTION: CNPs cut the window (shim/communicator.h)

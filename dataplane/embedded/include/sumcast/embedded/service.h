@@ -5,13 +5,15 @@
 // Data path. Each datagram received on the UDP socket (recvmmsg; with udp_trains, coalesced
 // buffers split into their datagrams) is wrapped into the Ethernet /
 // IPv4 / UDP frame the sender's NIC would have produced (source address and port from the
-// datagram, destination ours, IP ID 0 and DF as Linux sends from unconnected sockets), so the
-// engine checks the sender's ICRC over exactly the bytes it was stamped on, and fed to
-// Engine::process_burst. The engine's replies go through a TxSink that strips Ethernet/IPv4/UDP
-// and sends the UDP payload to the frame's destination with sendmmsg; where the engine wrote
-// headers the kernel will not reproduce (another source port, a non-zero IP ID), the ICRC is
-// recomputed for what the kernel sends. When the data port is not 4791 the received ICRC is
-// checked here and re-stamped for the 4791 frame the engine parses.
+// datagram, destination ours, DF and the IP ID the sender's ICRC was stamped for: 0 as Linux
+// sends from unconnected sockets, k for datagram k of a worker's UDP_SEGMENT train, found here
+// from the one CRC of the ICRC check, docs/protocol.md §2.2), and fed to Engine::process_burst,
+// marked verified (the engine does not check it again). A datagram whose ICRC holds for no IP ID
+// 0..63 is dropped here (rx_bad_icrc) off port 4791 and left to the engine's check (bad_icrc) on
+// it. The engine's replies go through a TxSink that strips Ethernet/IPv4/UDP and sends the UDP
+// payload to the frame's destination with sendmmsg; where the engine wrote headers the kernel
+// will not reproduce (another source port, a non-zero IP ID), the ICRC is recomputed for what the
+// kernel sends.
 //
 // Threads. One poll-loop thread runs the engine; the control server runs its own thread and
 // reaches the engine through the JobSink, under a mutex, so the engine only ever runs on one
@@ -55,12 +57,12 @@ struct ServiceOptions {
   // Loss notices for the jobs that ask (agg.conf dataplane.loss_notices, docs/protocol.md §7).
   bool loss_notices = true;
   // UDP trains (docs/deployment.md, "UDP trains"): UDP_GRO on the data socket, so a worker's
-  // UDP_SEGMENT train (--udp-gso on) arrives as one buffer, datagram k checked for IP ID k (or 0:
-  // lone datagrams coalesced on the way), and results to one destination (a member or the
-  // job's group) sent as UDP_SEGMENT trains, datagram k stamped for the IP ID k the kernel gives
-  // it. Only where every worker receives with UDP GRO (the worker library's default) and the path
-  // delivers trains whole or coalesced (one host's veths and bridges; NICs with GRO): a datagram
-  // k > 0 that arrives alone fails its ICRC. Off by default. Start fails without UDP_GRO (Linux < 5.0).
+  // UDP_SEGMENT train (--udp-gso on) arrives as one buffer, datagram k checked for IP ID k first,
+  // and results to one destination (a member or the job's group) sent as UDP_SEGMENT trains,
+  // datagram k stamped for the IP ID k the kernel gives it. It pays where the path delivers
+  // trains whole or coalesced (one host's veths and bridges; NICs with GRO); a train cut on the
+  // way arrives datagram by datagram, each taken for its IP ID (rx_cut_train, at either end).
+  // Off by default. Start fails without UDP_GRO (Linux < 5.0).
   bool udp_trains = false;
 };
 
@@ -69,6 +71,9 @@ struct ServiceCounters {
   uint64_t rx_datagrams = 0;
   uint64_t rx_truncated = 0;  // larger than a frame buffer
   uint64_t rx_bad_icrc = 0;   // checked here (data port != 4791)
+  // Datagrams whose ICRC held for a place k > 0 in a train other than where they arrived: members
+  // of a worker's UDP_SEGMENT train that a hop cut (docs/protocol.md §2.2), taken all the same.
+  uint64_t rx_cut_train = 0;
   uint64_t tx_datagrams = 0;
   uint64_t tx_dropped = 0;              // socket buffer full after a bounded wait, or no buffer
   uint64_t tx_restamped = 0;            // replies whose ICRC was recomputed for the kernel's headers

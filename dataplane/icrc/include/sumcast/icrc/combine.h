@@ -1,6 +1,8 @@
 // CRC-32 arithmetic (zlib's polynomial, reflected). The engine stamps one result to n destinations
 // with one CRC of the payload: the payload's CRC is computed once and combined with each
-// destination's header CRC, so sending a result to n ranks does not read its payload n times.
+// destination's header CRC, so sending a result to n ranks does not read its payload n times. A
+// kernel-socket receiver finds the IPv4 identification a datagram's ICRC was stamped for with one
+// CRC (icrc.h, match_udp_ip_id).
 //
 // Values are CRC-32 remainders as crc32() returns them: bit 31 holds the coefficient of x^0,
 // bit 0 that of x^31. For byte strings A and B (crc = zlib's crc32, conditioning included):

@@ -179,7 +179,7 @@ struct CommConfig {
   bool verify_icrc = true;               // check the ICRC of every result and CNP (UDP transport)
   uint32_t busy_poll_us = 0;             // UDP: SO_BUSY_POLL on the data sockets, 0..1000000 us; 0: off
   bool udp_gro = true;                   // UDP: receive coalesced results (UDP_GRO) where the kernel allows it
-  bool udp_gso = false;                  // UDP: UDP_SEGMENT sends (IP ID k); only if all aggregators are sumcastd
+  bool udp_gso = false;                  // UDP: UDP_SEGMENT sends (IP ID k, docs/protocol.md §2.2)
   uint8_t dscp = 0;                      // DSCP of contributions, 0..63 (UDP: IP_TOS; verbs: the AH's traffic class)
   bool ecn = false;                      // mark contributions ECT(0); false: not-ECT
   uint8_t tos() const { return static_cast<uint8_t>((dscp & 0x3F) << 2 | (ecn ? 0x2 : 0)); }

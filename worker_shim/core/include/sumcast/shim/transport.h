@@ -85,6 +85,9 @@ struct TransportCounters {
   uint64_t gro_receives = 0;
   uint64_t gro_segments = 0;
   uint64_t gro_refused = 0;
+  // Results whose ICRC held for a place k > 0 in a train other than where they arrived: members
+  // of a UDP_SEGMENT train that a hop cut and nothing coalesced again (docs/protocol.md §2.2).
+  uint64_t rx_cut_train = 0;
   // UDP GSO: UDP_SEGMENT sends (trains of two or more packets) and the packets they carried (also
   // in tx_packets); gso_refused = 1 when the kernel refused UDP_SEGMENT, so every packet went alone.
   uint64_t gso_sends = 0;
@@ -113,9 +116,9 @@ struct OutPacket {
   uint32_t peer = 0;
   const uint8_t* data = nullptr;
   uint32_t len = 0;
-  // Sent as a datagram of its own, never in a UDP_SEGMENT train (resends: where a path cuts
-  // trains toward a receiver that checks datagram k for IP ID k, every datagram k > 0 of a train
-  // fails its ICRC there, and a resend in a train could fail at the same place every time).
+  // Sent as a datagram of its own, never in a UDP_SEGMENT train (resends: a resend must not
+  // depend on what a path does to trains; receivers of earlier versions dropped datagrams k > 0
+  // of a train that a hop cut, and a resend in a train could fail at the same place every time).
   bool alone = false;
 };
 

@@ -12,8 +12,10 @@
 // GRO (option gro, on by default): the socket sets UDP_GRO, so a kernel whose device coalesced
 // several results of one flow (same addresses and ports, DF, consecutive in its queue) hands them
 // over as one buffer with a UDP_GRO control message saying the segment size; receive() splits it
-// into datagrams of that size, the last one possibly shorter, and validates each as if it had
-// arrived alone (its ICRC with IP ID 0, what every appliance sends). The receive buffers are then
+// into datagrams of that size, the last one possibly shorter, and validates each: its ICRC for
+// its place k in the buffer (a result train of a udp_trains service) or for any other IP ID
+// 0..63 (0: what every appliance sends alone; k: a train cut on the way, counted in rx_cut_train;
+// docs/protocol.md §2.2). A datagram that arrives alone is validated the same way. The receive buffers are then
 // 64 KiB each (at most 64 of them, whatever the batch). A kernel that refuses UDP_GRO leaves the
 // per-datagram path (gro_refused = 1, and describe() says why). A coalesced buffer holds up to 64 datagrams, more
 // than one receive() may be asked for: the rest wait, unvalidated, in the transport and are handed
@@ -23,9 +25,9 @@
 // peer, of one length (the last may be shorter), as one UDP_SEGMENT send; the kernel (or a NIC with
 // UDP segmentation offload) cuts it into datagrams and gives segment k of a train IP ID k, DF kept.
 // The ICRC covers the IP ID, so send() stamps packet k of every train for ID k (and every packet
-// sent alone for ID 0 again). Only an aggregator that checks the ICRC against the IPv4 header it
-// received (sumcastd) accepts them: the kernel-UDP aggregators (embedded service, sumcast-serve,
-// host aggregators) read through sockets and assume ID 0. A kernel that refuses UDP_SEGMENT, at
+// sent alone for ID 0 again). sumcastd checks the ICRC against the IPv4 header it received; the
+// kernel-UDP aggregators (embedded service, sumcast-serve, host aggregators) read through sockets
+// and find the IP ID as receive() does. A kernel that refuses UDP_SEGMENT, at
 // open or on a send, leaves the per-datagram path for good (gso_refused = 1, describe() says why).
 //
 // Multicast results (a peer with a group): one more socket per group, bound to group:4791 with
