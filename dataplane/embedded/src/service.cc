@@ -283,15 +283,13 @@ struct Service::Impl final : public control::JobSink, public engine::TxSink {
       const icrc::UdpFields f{
           .src_ip = src_ip, .dst_ip = ip_addr, .src_port = src_port, .dst_port = port, .ip_id = index};
       const int id = icrc::match_udp_ip_id(f, roce, kUdpTrainMaxSegments);
-      if (id >= 0) {
-        ip_id = static_cast<uint16_t>(id);
-        verified = true;
-        if (id != 0 && id != index) bump(counters.rx_cut_train);
-      } else if (port != wire::kRoceUdpPort) {
+      if (id < 0) {
         bump(counters.rx_bad_icrc);
         return false;
       }
-      // On port 4791 a datagram that matches none goes on with ID 0: the engine checks and counts it.
+      ip_id = static_cast<uint16_t>(id);
+      verified = true;
+      if (id != 0 && id != index) bump(counters.rx_cut_train);
     }
     // (Off port 4791 the headers written name 4791, which the sender's ICRC did not cover; the frame
     // is verified here or not at all, so the engine never checks it against these headers.)

@@ -196,6 +196,23 @@ inline std::span<const uint8_t> ip_of_frame(std::span<const uint8_t> frame) {
   return {ip, total};
 }
 
+// kIdBitCrc[b]: the reflected CRC-32 register, from 0 and without conditioning, after the two
+// bytes (big-endian) of an IPv4 identification with only bit b set.
+constexpr std::array<uint32_t, 16> make_id_bit_crcs() {
+  std::array<uint32_t, 16> t{};
+  for (size_t b = 0; b < t.size(); ++b) {
+    const uint32_t x = 1u << b;
+    uint32_t r = 0;
+    for (const uint8_t byte : {static_cast<uint8_t>(x >> 8), static_cast<uint8_t>(x)}) {
+      r ^= byte;
+      for (int i = 0; i < 8; ++i) r = (r & 1) != 0 ? (r >> 1) ^ 0xEDB88320u : r >> 1;
+    }
+    t[b] = r;
+  }
+  return t;
+}
+constexpr std::array<uint32_t, 16> kIdBitCrc = make_id_bit_crcs();
+
 }  // namespace
 
 uint32_t crc32(uint32_t crc, const void* data, size_t len) {
@@ -266,16 +283,8 @@ int match_udp_ip_id(const UdpFields& f, std::span<const uint8_t> roce, uint32_t 
       crc::shift_for(wire::kIpv4HeaderLen - (kIpId + 2) + wire::kUdpHeaderLen + roce.size() - wire::kIcrcLen);
   std::array<uint32_t, 16> bit{};
   size_t bits = 0;
-  for (; bits < bit.size() && ((last | f.ip_id) >> bits) != 0; ++bits) {
-    const uint32_t x = 1u << bits;
-    // The reflected CRC-32 register after x's two bytes (big-endian), from 0.
-    uint32_t r = 0;
-    for (const uint8_t byte : {static_cast<uint8_t>(x >> 8), static_cast<uint8_t>(x)}) {
-      r ^= byte;
-      for (int i = 0; i < 8; ++i) r = (r & 1) != 0 ? (r >> 1) ^ 0xEDB88320u : r >> 1;
-    }
-    bit[bits] = crc::multiply(r, shift);
-  }
+  for (; bits < bit.size() && ((last | f.ip_id) >> bits) != 0; ++bits)
+    bit[bits] = crc::multiply(kIdBitCrc[bits], shift);
   // Every XOR below 2^bits in Gray code order (one bit changes per step: step k flips bit ctz(k)).
   uint32_t d = 0;
   for (uint32_t k = 1; k < (1u << bits); ++k) {

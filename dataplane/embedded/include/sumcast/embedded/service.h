@@ -9,11 +9,10 @@
 // sends from unconnected sockets, k for datagram k of a worker's UDP_SEGMENT train, found here
 // from the one CRC of the ICRC check, docs/protocol.md §2.2), and fed to Engine::process_burst,
 // marked verified (the engine does not check it again). A datagram whose ICRC holds for no IP ID
-// 0..63 is dropped here (rx_bad_icrc) off port 4791 and left to the engine's check (bad_icrc) on
-// it. The engine's replies go through a TxSink that strips Ethernet/IPv4/UDP and sends the UDP
-// payload to the frame's destination with sendmmsg; where the engine wrote headers the kernel
-// will not reproduce (another source port, a non-zero IP ID), the ICRC is recomputed for what the
-// kernel sends.
+// 0..63 is dropped here (rx_bad_icrc), on any data port. The engine's replies go through a TxSink that strips
+// Ethernet/IPv4/UDP and sends the UDP payload to the frame's destination with sendmmsg; where the engine wrote headers
+// the kernel will not reproduce (another source port, a non-zero IP ID), the ICRC is recomputed for what the kernel
+// sends.
 //
 // Threads. One poll-loop thread runs the engine; the control server runs its own thread and
 // reaches the engine through the JobSink, under a mutex, so the engine only ever runs on one
@@ -70,7 +69,7 @@ struct ServiceOptions {
 struct ServiceCounters {
   uint64_t rx_datagrams = 0;
   uint64_t rx_truncated = 0;  // larger than a frame buffer
-  uint64_t rx_bad_icrc = 0;   // checked here (data port != 4791)
+  uint64_t rx_bad_icrc = 0;   // its ICRC held for no IP ID 0..63 (checked here, on any data port)
   // Datagrams whose ICRC held for a place k > 0 in a train other than where they arrived: members
   // of a worker's UDP_SEGMENT train that a hop cut (docs/protocol.md §2.2), taken all the same.
   uint64_t rx_cut_train = 0;
