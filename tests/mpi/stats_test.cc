@@ -23,7 +23,8 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
                    .gro_receives = 4,
                    .gro_segments = 30,
                    .gso_sends = 2,
-                   .gso_segments = 9});
+                   .gso_segments = 9,
+                   .rx_cut_train = 8});
   const Stats::Snapshot v = s.snapshot();
   const size_t ar = static_cast<size_t>(CallKind::kAllreduce) * Stats::kPerKind;
   const size_t iar = static_cast<size_t>(CallKind::kIallreduce) * Stats::kPerKind;
@@ -45,6 +46,7 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
   EXPECT_EQ(v[Stats::kGroSegmentsField], 30u);
   EXPECT_EQ(v[Stats::kGsoSendsField], 2u);
   EXPECT_EQ(v[Stats::kGsoSegmentsField], 9u);
+  EXPECT_EQ(v[Stats::kCutTrainField], 8u);
   EXPECT_EQ(v[Stats::kFastRetransmitField], 11u);
   EXPECT_EQ(v[Stats::kLossNoticeField], 6u);
   EXPECT_EQ(v[Stats::kNoticeRetransmitField], 5u);
@@ -53,7 +55,7 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
             std::string::npos)
       << t;
   EXPECT_NE(t.find("data path drops: socket receive overflows 5, sends refused 7, not sent 1; coalesced receives 4 (30 "
-                   "datagrams), segmented sends 2 (9 packets)"),
+                   "datagrams), segmented sends 2 (9 packets), cut trains 8 datagrams"),
             std::string::npos)
       << t;
 }

@@ -575,7 +575,8 @@ void Runtime::teardown_jobs(CommState& st) {
                           .gro_receives = cs.transport.gro_receives,
                           .gro_segments = cs.transport.gro_segments,
                           .gso_sends = cs.transport.gso_sends,
-                          .gso_segments = cs.transport.gso_segments});
+                          .gso_segments = cs.transport.gso_segments,
+                          .rx_cut_train = cs.transport.rx_cut_train});
   }
   st.jobs.clear();
 }

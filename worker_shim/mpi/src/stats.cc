@@ -86,6 +86,7 @@ void Stats::add_data_path(const DataPath& d) {
   f_[kGroSegmentsField].fetch_add(d.gro_segments, std::memory_order_relaxed);
   f_[kGsoSendsField].fetch_add(d.gso_sends, std::memory_order_relaxed);
   f_[kGsoSegmentsField].fetch_add(d.gso_segments, std::memory_order_relaxed);
+  f_[kCutTrainField].fetch_add(d.rx_cut_train, std::memory_order_relaxed);
 }
 
 void Stats::staged(uint64_t bytes_copied) {
@@ -135,7 +136,8 @@ std::string Stats::format(const Snapshot& s, const std::string& scope) {
          ", sends refused " + std::to_string(s[kTxRefusedField]) + ", not sent " + std::to_string(s[kTxDroppedField]) +
          "; coalesced receives " + std::to_string(s[kGroReceivesField]) + " (" + std::to_string(s[kGroSegmentsField]) +
          " datagrams), segmented sends " + std::to_string(s[kGsoSendsField]) + " (" +
-         std::to_string(s[kGsoSegmentsField]) + " packets)\n";
+         std::to_string(s[kGsoSegmentsField]) + " packets), cut trains " + std::to_string(s[kCutTrainField]) +
+         " datagrams\n";
   if (s[kStagedCallsField] != 0) {
     out += "sumcast-mpi:   device buffers staged through host memory: " + std::to_string(s[kStagedCallsField]) +
            " calls, " + human_bytes(s[kStagedBytesField]) + " copied\n";

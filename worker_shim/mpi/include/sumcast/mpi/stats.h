@@ -73,7 +73,10 @@ class Stats {
   static constexpr size_t kFastRetransmitField = kFallbackCopiedField + 1;
   static constexpr size_t kLossNoticeField = kFastRetransmitField + 1;
   static constexpr size_t kNoticeRetransmitField = kLossNoticeField + 1;
-  static constexpr size_t kFields = kNoticeRetransmitField + 1;
+  // Datagrams of a UDP_SEGMENT train that arrived cut (not coalesced again) and were taken one
+  // by one for their IP ID (docs/protocol.md §2.2).
+  static constexpr size_t kCutTrainField = kNoticeRetransmitField + 1;
+  static constexpr size_t kFields = kCutTrainField + 1;
   using Snapshot = std::array<uint64_t, kFields>;
 
   void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
@@ -92,6 +95,7 @@ class Stats {
     uint64_t gro_segments = 0;
     uint64_t gso_sends = 0;
     uint64_t gso_segments = 0;
+    uint64_t rx_cut_train = 0;
   };
   void add_data_path(const DataPath& d);
   void staged(uint64_t bytes_copied);
