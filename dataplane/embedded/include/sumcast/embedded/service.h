@@ -2,16 +2,16 @@
 // plus its control server (control::Server), in-process, without DPDK. For the worker library's
 // tests on loopback, and for worker hosts that sum part of a job themselves (docs/scale-out.md).
 //
-// Data path. Each datagram received on the UDP socket (recvmmsg; with udp_trains, coalesced
-// buffers split into their datagrams) is wrapped into the Ethernet /
-// IPv4 / UDP frame the sender's NIC would have produced (source address and port from the
-// datagram, destination ours, DF and the IP ID the sender's ICRC was stamped for: 0 as Linux
-// sends from unconnected sockets, k for datagram k of a worker's UDP_SEGMENT train, found here
-// from the one CRC of the ICRC check, docs/protocol.md §2.2), and fed to Engine::process_burst,
-// marked verified (the engine does not check it again). A datagram whose ICRC holds for no IP ID
-// 0..63 is dropped here (rx_bad_icrc), on any data port. The engine's replies go through a TxSink that strips
-// Ethernet/IPv4/UDP and sends the UDP payload to the frame's destination with sendmmsg; where the engine wrote headers
-// the kernel will not reproduce (another source port, a non-zero IP ID), the ICRC is recomputed for what the kernel
+// Data path. Each datagram received on the UDP socket (recvmmsg; with udp_trains, coalesced buffers
+// split into their datagrams) is wrapped into the Ethernet / IPv4 / UDP frame the sender's NIC
+// would have produced (source address and port from the datagram, destination ours, DF and the IP
+// ID the sender's ICRC was stamped for: 0 as Linux sends from unconnected sockets, k for datagram k
+// of a worker's UDP_SEGMENT train, found here from the one CRC of the ICRC check, docs/protocol.md
+// §2.2), and fed to Engine::process_burst, marked verified (the engine does not check it again). A
+// datagram whose ICRC holds for no IP ID 0..63 is dropped here (rx_bad_icrc), on any data port. The
+// engine's replies go through a TxSink that strips Ethernet/IPv4/UDP and sends the UDP payload to
+// the frame's destination with sendmmsg; where the engine wrote headers the kernel will not
+// reproduce (another source port, a non-zero IP ID), the ICRC is recomputed for what the kernel
 // sends.
 //
 // Threads. One poll-loop thread runs the engine; the control server runs its own thread and
