@@ -262,9 +262,11 @@ tb_down() {
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
   done
+  [ -n "$TB_PREFIX" ] || return 0
+  # The temporary directories tools/testbed/netns-agent gave the launchers' daemons here.
+  rm -rf /tmp/netns-agent."$TB_PREFIX"-* 2>/dev/null || true
   # A DPDK process killed (as the appliance is at the end of a test) leaves its hugepage files;
   # the next DPDK start on the machine would clear them, until then they hold its pages.
-  [ -n "$TB_PREFIX" ] || return 0
   for m in $(awk '$3 == "hugetlbfs" { print $2 }' /proc/mounts 2>/dev/null); do
     rm -f "$m/${TB_PREFIX}map_"* 2>/dev/null || true
   done
