@@ -118,7 +118,7 @@ impair_stop() {
   local p deadline=$((SECONDS + 10))
   for p in "${IMPAIR_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${IMPAIR_PIDS[@]}"; do
-    while [ -e "/proc/$p" ] && ! grep -q '^[^)]*) Z' "/proc/$p/stat" 2>/dev/null; do
+    while _it_alive "$p"; do
       [ $SECONDS -lt $deadline ] || fail "sumcast-impair $p did not stop"
       read -rt 0.02 <> <(:) || true
     done

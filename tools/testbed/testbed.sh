@@ -343,6 +343,14 @@ control = {
 CONF
 }
 
+# tb_pause SECS: waits SECS, a poll interval (never synchronisation), without starting a process:
+# read's timeout on a pipe no one writes to, opened once per shell (a `<(:)` per poll forked one,
+# hundreds of times per test while the processes under test wanted the CPUs).
+tb_pause() {
+  [ -n "${_TB_PAUSE_FD:-}" ] || exec {_TB_PAUSE_FD}<> <(:)
+  read -rt "$1" -u "$_TB_PAUSE_FD" || true
+}
+
 # tb_token FILE: writes a fresh random token, readable by its owner only (the readers refuse others).
 tb_token() { (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1" && echo >>"$1"); }
 
@@ -354,6 +362,6 @@ tb_wait_line() {
   while ! grep -q "$pattern" "$file" 2>/dev/null; do
     if ! kill -0 "$pid" 2>/dev/null; then echo "process $pid exited before '$pattern'" >&2; return 1; fi
     if [ $SECONDS -ge $deadline ]; then echo "timed out after ${secs}s waiting for '$pattern'" >&2; return 1; fi
-    read -rt 0.05 <> <(:) || true
+    tb_pause 0.05
   done
 }
