@@ -44,7 +44,7 @@ impair_stop() {  # SEED_BASE
   for p in "${IMPAIR_PIDS[@]}"; do
     while _it_alive "$p"; do
       [ $SECONDS -lt $deadline ] || fail "sumcast-impair $p did not stop"
-      read -rt 0.02 <> <(:) || true
+      tb_pause 0.02
     done
     wait "$p" || fail "sumcast-impair $p exited with $?"
   done
