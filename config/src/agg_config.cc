@@ -316,6 +316,7 @@ class Parser {
            return {};
          }},
         int_field("idle_sleep_us", &dp.idle_sleep_us, 1, 10000),
+        int_field("idle_after_us", &dp.idle_after_us, 0, 1000000),
     };
   }
 

@@ -50,6 +50,7 @@ TEST(AggConfigParse, AlmostEmptyFileTakesEveryDefault) {
   EXPECT_EQ(c.dataplane.burst_size, 32u);
   EXPECT_FALSE(c.dataplane.idle_adaptive);
   EXPECT_EQ(c.dataplane.idle_sleep_us, 100u);
+  EXPECT_EQ(c.dataplane.idle_after_us, 500u);
   EXPECT_EQ(c.dataplane.slots_per_job, 128u);
   EXPECT_EQ(c.dataplane.max_jobs, 16u);
   EXPECT_EQ(c.dataplane.max_ranks, 64u);
@@ -107,6 +108,7 @@ dataplane = {
   burst_size = 64;
   idle_poll = "adaptive";
   idle_sleep_us = 250;
+  idle_after_us = 0;
   slots_per_job = 512;
   max_jobs = 8;
   max_ranks = 16;
@@ -156,6 +158,7 @@ telemetry = {
   EXPECT_EQ(c.dataplane.burst_size, 64u);
   EXPECT_TRUE(c.dataplane.idle_adaptive);
   EXPECT_EQ(c.dataplane.idle_sleep_us, 250u);
+  EXPECT_EQ(c.dataplane.idle_after_us, 0u);
   EXPECT_EQ(c.dataplane.slots_per_job, 512u);
   EXPECT_EQ(c.dataplane.max_jobs, 8u);
   EXPECT_EQ(c.dataplane.max_ranks, 16u);
@@ -202,6 +205,7 @@ constexpr IntKey kIntKeys[] = {
     {"dataplane", "worker_cores", 1, 64},
     {"dataplane", "burst_size", 1, 512},
     {"dataplane", "idle_sleep_us", 1, 10000},
+    {"dataplane", "idle_after_us", 0, 1000000},
     {"dataplane", "slots_per_job", 1, 65535},
     {"dataplane", "max_jobs", 1, 4096},
     {"dataplane", "max_ranks", 2, 4096},

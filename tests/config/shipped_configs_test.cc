@@ -59,6 +59,7 @@ const std::vector<std::string> kAllKeys = {
     "dataplane.mbufs",
     "dataplane.idle_poll",
     "dataplane.idle_sleep_us",
+    "dataplane.idle_after_us",
     "control.listen_address",
     "control.port",
     "control.token_file",
@@ -154,6 +155,7 @@ TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
   EXPECT_EQ(c.dataplane.burst_size, defaults.dataplane.burst_size);
   EXPECT_EQ(c.dataplane.idle_adaptive, defaults.dataplane.idle_adaptive);
   EXPECT_EQ(c.dataplane.idle_sleep_us, defaults.dataplane.idle_sleep_us);
+  EXPECT_EQ(c.dataplane.idle_after_us, defaults.dataplane.idle_after_us);
   EXPECT_EQ(c.dataplane.slots_per_job, defaults.dataplane.slots_per_job);
   EXPECT_EQ(c.dataplane.max_jobs, defaults.dataplane.max_jobs);
   EXPECT_EQ(c.dataplane.max_ranks, defaults.dataplane.max_ranks);

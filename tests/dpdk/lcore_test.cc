@@ -316,11 +316,12 @@ TEST(PortOffloadTest, PortWithoutRteFlowFallsBackToSoftwareDispatch) {
   EXPECT_NE(info.plan.reason.find("rte_flow_validate refused"), std::string::npos) << info.plan.reason;
 }
 
-// dataplane.idle_poll = "adaptive": full speed while polls find work and for kIdleNsBeforeSleep
-// of empty polls after, then sleeps of 1, 2, 4, ... us up to the limit; any work returns to full
+// dataplane.idle_poll = "adaptive": full speed while polls find work and for idle_after_us of
+// empty polls after, then sleeps of 1, 2, 4, ... us up to the limit; any work returns to full
 // speed at once and starts a new idle run.
 TEST(IdleBackoffTest, SleepsOnlyAfterAnIdleTimeAndDoublesToTheLimit) {
-  IdleBackoff b(10);
+  constexpr uint64_t kIdleNsBeforeSleep = 500'000;
+  IdleBackoff b(10, 500);
   uint64_t t = 1'000'000;
   EXPECT_EQ(b.after_poll(true, t), 0u);
   EXPECT_EQ(b.after_poll(false, t += 100), 0u);  // the idle run starts here
@@ -337,6 +338,22 @@ TEST(IdleBackoffTest, SleepsOnlyAfterAnIdleTimeAndDoublesToTheLimit) {
   EXPECT_EQ(b.after_poll(false, t += 100), 0u);   // a new idle run, not yet long enough
   EXPECT_EQ(b.after_poll(false, t += kIdleNsBeforeSleep / 2), 0u);
   EXPECT_EQ(b.after_poll(false, t += kIdleNsBeforeSleep), 1u);
+}
+
+// dataplane.idle_after_us = 20: the sleeps start 20 us into an idle run, not 500; 0 sleeps from
+// the second empty poll on (the first one starts the run).
+TEST(IdleBackoffTest, IdleAfterSetsWhenTheSleepsStart) {
+  IdleBackoff b(100, 20);
+  uint64_t t = 1'000'000;
+  EXPECT_EQ(b.after_poll(false, t), 0u);  // the idle run starts here
+  EXPECT_EQ(b.after_poll(false, t + 19'999), 0u);
+  EXPECT_EQ(b.after_poll(false, t + 20'000), 1u);
+  EXPECT_EQ(b.after_poll(false, t + 21'000), 2u);
+  IdleBackoff at_once(100, 0);
+  EXPECT_EQ(at_once.after_poll(true, t), 0u);
+  EXPECT_EQ(at_once.after_poll(false, t), 0u);
+  EXPECT_EQ(at_once.after_poll(false, t), 1u);
+  EXPECT_EQ(at_once.after_poll(true, t), 0u);  // work: full speed again
 }
 
 TEST(DpdkTxSinkTest, SubmitOfAForeignBufferSendsNothingAndIsCounted) {

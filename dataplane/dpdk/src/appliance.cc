@@ -170,6 +170,7 @@ Status Appliance::build_cores(const std::vector<unsigned>& workers) {
     core->software_dispatch = pi.software_dispatch;
     core->idle_adaptive = cfg.dataplane.idle_adaptive;
     core->idle_sleep_us = cfg.dataplane.idle_sleep_us;
+    core->idle_after_us = cfg.dataplane.idle_after_us;
     core->stop = &stop_;
     int socket = static_cast<int>(rte_lcore_to_socket_id(workers[i]));
     if (socket < 0 || socket == SOCKET_ID_ANY) socket = pi.socket_id;
@@ -237,7 +238,8 @@ Status Appliance::start_port() {
       std::to_string(rte_get_main_lcore()) + ", burst " + std::to_string(cfg.dataplane.burst_size) +
       ", software dispatch " + (pi.software_dispatch ? "on" : "off") + (shared_tx ? ", tx queues shared" : "") +
       (cfg.dataplane.idle_adaptive
-           ? ", idle poll adaptive (sleeps up to " + std::to_string(cfg.dataplane.idle_sleep_us) + " us)"
+           ? ", idle poll adaptive (sleeps up to " + std::to_string(cfg.dataplane.idle_sleep_us) + " us after " +
+                 std::to_string(cfg.dataplane.idle_after_us) + " us without work)"
            : ", idle poll busy"));
   // The probe and the plan, once (docs/nic_offload.md; `sumcastctl port` shows the same).
   std::string caps_line;

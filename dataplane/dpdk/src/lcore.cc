@@ -130,7 +130,7 @@ int run_lcore(void* arg) {
   const uint32_t burst = std::min(core.burst_size, kMaxBurst);
   const auto rx_queue = static_cast<uint16_t>(core.rx_queue);
   uint32_t iteration = 0;
-  IdleBackoff idle(core.idle_sleep_us);
+  IdleBackoff idle(core.idle_sleep_us, core.idle_after_us);
   const double ns_per_cycle = 1e9 / static_cast<double>(rte_get_tsc_hz());
   // Sleeps as short as asked: the kernel's default timer slack (50 us) would stretch each one.
   if (core.idle_adaptive) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);

@@ -89,6 +89,7 @@ struct DataplaneConfig {
   uint32_t mbufs = 16383;        // dataplane.mbufs: mempool size, 1023..1048575
   bool idle_adaptive = false;    // dataplane.idle_poll: "busy" (false) or "adaptive"
   uint32_t idle_sleep_us = 100;  // dataplane.idle_sleep_us: longest idle sleep, 1..10000
+  uint32_t idle_after_us = 500;  // dataplane.idle_after_us: empty polls this long before the first sleep, 0..1000000
 };
 
 struct ControlConfig {

@@ -33,18 +33,18 @@ namespace sumcast::dpdk {
 
 // Iterations of the lcore loop between two looks at the control ring.
 inline constexpr uint32_t kControlInterval = 64;
-// dataplane.idle_poll = "adaptive": once an lcore's polls have found nothing to do for this long,
-// it sleeps between polls, 1 us at first, doubling up to dataplane.idle_sleep_us; the first poll
-// that finds work returns it to full speed. Like DPDK's power-aware examples, so that an
-// appliance sharing its host (test beds, spare cores of GPU hosts) gives the core back while no
-// job runs; the gaps inside a running job (a round waiting for its slowest member) are mostly
-// shorter, so they are polled through. Dedicated appliances keep "busy" (the default).
-inline constexpr uint64_t kIdleNsBeforeSleep = 500'000;
-
+// dataplane.idle_poll = "adaptive": once an lcore's polls have found nothing to do for
+// dataplane.idle_after_us (500 us by default), it sleeps between polls, 1 us at first, doubling up
+// to dataplane.idle_sleep_us; the first poll that finds work returns it to full speed. Like DPDK's
+// power-aware examples, so that an appliance sharing its host (test beds, spare cores of GPU
+// hosts) gives the core back while no job runs; with the default the gaps inside a running job (a
+// round waiting for its slowest member) are mostly shorter, so they are polled through, and a
+// shorter idle_after_us sleeps in them too. Dedicated appliances keep "busy" (the default).
 // The back-off of an idle lcore (pure, so that it is unit-tested without DPDK or a clock).
 class IdleBackoff {
  public:
-  explicit IdleBackoff(uint32_t max_sleep_us) : max_us_(max_sleep_us == 0 ? 1 : max_sleep_us) {}
+  IdleBackoff(uint32_t max_sleep_us, uint32_t idle_after_us)
+      : max_us_(max_sleep_us == 0 ? 1 : max_sleep_us), after_ns_(uint64_t{idle_after_us} * 1000) {}
   // After a poll at `now_ns` (any monotonic clock): did it find work? Returns how long to sleep
   // now, in microseconds (0: poll again at once).
   uint32_t after_poll(bool worked, uint64_t now_ns) {
@@ -54,13 +54,14 @@ class IdleBackoff {
       sleep_us_ = 0;
       return 0;
     }
-    if (now_ns - since_ns_ < kIdleNsBeforeSleep) return 0;
+    if (now_ns - since_ns_ < after_ns_) return 0;
     sleep_us_ = sleep_us_ == 0 ? 1 : std::min(max_us_, sleep_us_ * 2);
     return sleep_us_;
   }
 
  private:
   uint32_t max_us_;
+  uint64_t after_ns_;      // empty polls this long before the first sleep
   bool idle_ = false;      // the last poll found nothing
   uint64_t since_ns_ = 0;  // when the current run of empty polls began
   uint32_t sleep_us_ = 0;
@@ -105,6 +106,7 @@ struct alignas(64) LcoreContext {
   bool software_dispatch = false;
   bool idle_adaptive = false;         // back off when idle (IdleBackoff) instead of polling at full speed
   uint32_t idle_sleep_us = 100;       // the longest sleep of an idle core
+  uint32_t idle_after_us = 500;       // empty polls this long before it sleeps
   rte_ring* dispatch_ring = nullptr;  // MP/SC: frames other cores received for this core
   rte_ring* control_ring = nullptr;   // SP/SC: control thread -> lcore (ControlMsg*)
   rte_ring* ack_ring = nullptr;       // SP/SC: lcore -> control thread (ControlMsg*)
