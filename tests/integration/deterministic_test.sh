@@ -21,43 +21,13 @@ N=4
 it_begin $N
 it_start_appliance
 
-# sumcast-impair in every worker namespace: queue 1 contributions (OUTPUT), queue 2 results (INPUT).
-IMPAIR_PIDS=()
-impair_start() {  # SEED_BASE
-  local i q
-  IMPAIR_PIDS=()
-  for ((i = 0; i < N; i++)); do
-    for q in 1 2; do
-      ip netns exec "$(tb_ns "w$i")" "$IMPAIR" --queue $q --seed $(($1 + i * 2 + q)) --duration-s 100 --loss 2 \
-        --jitter-ms 1 --reorder 20 --reorder-ms 4 >"$IT_WORK/impair.$1.w$i.q$q.log" 2>&1 &
-      IMPAIR_PIDS+=($!)
-      IT_EXTRA_PIDS+=($!)
-      tb_wait_line "$IT_WORK/impair.$1.w$i.q$q.log" "^sumcast-impair: queue" 10 $! || fail "sumcast-impair did not start"
-    done
-  done
-}
-# Stops them (SIGTERM: they release what they hold and print their counters) and sums their
-# counters into IMP_REORDERED and IMP_DROPPED. Not in a subshell: it waits for its children.
+# sumcast-impair in every worker namespace (lib.sh's it_impair_start), a new one per run with its
+# own seeds; its counters summed into IMP_REORDERED and IMP_DROPPED when stopped.
+impair_start() { it_impair_start "$1." "$1" 100 --loss 2 --jitter-ms 1 --reorder 20 --reorder-ms 4; }
 impair_stop() {  # SEED_BASE
-  local p i q v r=0 d=0 deadline=$((SECONDS + 10))
-  for p in "${IMPAIR_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${IMPAIR_PIDS[@]}"; do
-    while _it_alive "$p"; do
-      [ $SECONDS -lt $deadline ] || fail "sumcast-impair $p did not stop"
-      tb_pause 0.02
-    done
-    wait "$p" || fail "sumcast-impair $p exited with $?"
-  done
-  for ((i = 0; i < N; i++)); do
-    for q in 1 2; do
-      v=$(sed -n "s/^sumcast-impair: received .* reordered \([0-9]*\).*/\1/p" "$IT_WORK/impair.$1.w$i.q$q.log")
-      r=$((r + ${v:-0}))
-      v=$(sed -n "s/^sumcast-impair: received .* dropped \([0-9]*\).*/\1/p" "$IT_WORK/impair.$1.w$i.q$q.log")
-      d=$((d + ${v:-0}))
-    done
-  done
-  IMP_REORDERED=$r
-  IMP_DROPPED=$d
+  it_impair_stop
+  IMP_REORDERED=$(($(it_impair_sum "$1." reordered 1) + $(it_impair_sum "$1." reordered 2)))
+  IMP_DROPPED=$(($(it_impair_sum "$1." dropped 1) + $(it_impair_sum "$1." dropped 2)))
 }
 for ((i = 0; i < N; i++)); do
   tb_exec "w$i" iptables -A OUTPUT -p udp --dport 4791 -j NFQUEUE --queue-num 1 --queue-bypass

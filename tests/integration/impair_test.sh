@@ -96,43 +96,15 @@ dup_links() {
   sw nft -f "$IT_WORK/dup.nft"
 }
 
-# sumcast-impair in every worker namespace: queue 1 takes contributions (OUTPUT), queue 2 results
-# (INPUT); one process per queue, each with its own seed. IMPAIR_PIDS[w*2+q-1].
-IMPAIR_PIDS=()
+# sumcast-impair in every worker namespace (lib.sh's it_impair_start: queue 1 contributions, queue
+# 2 results, seeds 100 + 2w + q), and the NFQUEUE rules that hand it the traffic.
 impair_links() {
-  local i q
+  local i
+  it_impair_start "" 100 120 "$@"
   for ((i = 0; i < N; i++)); do
-    for q in 1 2; do
-      ip netns exec "$(tb_ns "w$i")" "$IMPAIR" --queue $q --seed $((100 + i * 2 + q)) --duration-s 120 "$@" \
-        >"$IT_WORK/impair.w$i.q$q.log" 2>&1 &
-      IMPAIR_PIDS+=($!)
-      IT_EXTRA_PIDS+=($!)
-      tb_wait_line "$IT_WORK/impair.w$i.q$q.log" "^sumcast-impair: queue" 10 $! || fail "sumcast-impair did not start"
-    done
     tb_exec "w$i" iptables -A OUTPUT -p udp --dport 4791 -j NFQUEUE --queue-num 1 --queue-bypass
     tb_exec "w$i" iptables -A INPUT -p udp --sport 4791 -j NFQUEUE --queue-num 2 --queue-bypass
   done
-}
-# Stops every sumcast-impair (SIGTERM: it releases what it holds and prints its counters).
-impair_stop() {
-  local p deadline=$((SECONDS + 10))
-  for p in "${IMPAIR_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${IMPAIR_PIDS[@]}"; do
-    while _it_alive "$p"; do
-      [ $SECONDS -lt $deadline ] || fail "sumcast-impair $p did not stop"
-      tb_pause 0.02
-    done
-    wait "$p" || fail "sumcast-impair $p exited with $?"
-  done
-}
-impair_sum() {  # FIELD QUEUE -> that counter summed over the workers' impair processes on QUEUE
-  local i s=0 v
-  for ((i = 0; i < N; i++)); do
-    v=$(sed -n "s/^sumcast-impair: received .* $1 \([0-9]*\).*/\1/p" "$IT_WORK/impair.w$i.q$2.log")
-    [ -n "$v" ] || fail "no counters from sumcast-impair w$i queue $2"
-    s=$((s + v))
-  done
-  echo $s
 }
 
 notice_opt=()
@@ -186,16 +158,16 @@ case $MODE in
     down=$(($(nft_counter sw bridge integ_count down_in) - $(nft_counter sw bridge integ_count down_out)))
     ;;
   reorder | delay)
-    impair_stop
-    up=$(impair_sum dropped 1)
-    down=$(impair_sum dropped 2)
-    if [ "$(impair_sum overflow 1)" != 0 ] || [ "$(impair_sum overflow 2)" != 0 ]; then
+    it_impair_stop
+    up=$(it_impair_sum "" dropped 1)
+    down=$(it_impair_sum "" dropped 2)
+    if [ "$(it_impair_sum "" overflow 1)" != 0 ] || [ "$(it_impair_sum "" overflow 2)" != 0 ]; then
       fail "sumcast-impair held too many packets: some passed unimpaired"
     fi
     if [ "$MODE" = reorder ]; then
-      held=$(($(impair_sum reordered 1) + $(impair_sum reordered 2)))
+      held=$(($(it_impair_sum "" reordered 1) + $(it_impair_sum "" reordered 2)))
     else
-      held=$(($(impair_sum delayed 1) + $(impair_sum delayed 2)))
+      held=$(($(it_impair_sum "" delayed 1) + $(it_impair_sum "" delayed 2)))
     fi
     [ "$held" -gt 0 ] || fail "sumcast-impair held no packet"
     note "sumcast-impair: $held packets $([ "$MODE" = reorder ] && echo reordered || echo delayed)"

@@ -18,6 +18,12 @@
 #   it_counter TAG RANK NAME        a worker counter from rank RANK's "# counters" line (0 if absent)
 #   it_stat NAME                    an appliance total from `sumcastctl stats --json`
 #   it_until SECS CMD...            runs CMD until it succeeds; fails at the deadline
+#   it_impair_start TAG SEED DURATION_S ARGS...  sumcast-impair (IMPAIR) on NFQUEUE 1 and 2 of
+#                                   every worker namespace (the caller adds the rules), seeds
+#                                   SEED + 2w + q, logs $IT_WORK/impair.TAGw<w>.q<q>.log, PIDs in
+#                                   IT_IMPAIR_PIDS; it_impair_stop stops them (SIGTERM: they release
+#                                   what they hold and print their counters) within 10 s, and
+#                                   it_impair_sum TAG FIELD QUEUE sums one counter over the workers
 # Cleanup (EXIT trap): every process started here is killed by PID, the namespaces are removed, and
 # so is sumcastd's EAL runtime directory; on failure the logs are printed.
 
@@ -115,6 +121,55 @@ _it_alive() {
   local stat
   { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
   [[ ${stat##*) } != Z* ]]
+}
+
+# it_impair_start TAG SEED DURATION_S ARGS...: one sumcast-impair per worker namespace and queue
+# (1: contributions, OUTPUT; 2: results, INPUT), each with its own seed; bounded wait for each to
+# bind its queue. The caller adds the NFQUEUE rules (--queue-bypass: traffic passes unimpaired
+# while no process holds the queue). Not in a subshell: it_impair_stop waits for its children.
+IT_IMPAIR_PIDS=()
+it_impair_start() {
+  local tag=$1 seed=$2 duration=$3 i q log
+  shift 3
+  IT_IMPAIR_PIDS=()
+  for ((i = 0; i < ${#TB_WORKER_IP[@]}; i++)); do
+    for q in 1 2; do
+      log=$IT_WORK/impair.${tag}w$i.q$q.log
+      ip netns exec "$(tb_ns "w$i")" "$IMPAIR" --queue $q --seed $((seed + i * 2 + q)) --duration-s "$duration" "$@" \
+        >"$log" 2>&1 &
+      IT_IMPAIR_PIDS+=($!)
+      IT_EXTRA_PIDS+=($!)
+      tb_wait_line "$log" "^sumcast-impair: queue" 10 $! || fail "sumcast-impair did not start ($log)"
+    done
+  done
+}
+
+# it_impair_stop: SIGTERM to every sumcast-impair of it_impair_start; fails when one has not
+# exited 10 s later or exited non-zero.
+it_impair_stop() {
+  local p deadline=$((SECONDS + 10))
+  for p in "${IT_IMPAIR_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${IT_IMPAIR_PIDS[@]}"; do
+    while _it_alive "$p"; do
+      [ $SECONDS -lt $deadline ] || fail "sumcast-impair $p did not stop"
+      tb_pause 0.02
+    done
+    wait "$p" || fail "sumcast-impair $p exited with $?"
+  done
+  IT_IMPAIR_PIDS=()
+}
+
+# it_impair_sum TAG FIELD QUEUE: counter FIELD (dropped, delayed, reordered, overflow, ...) summed
+# over the workers' sumcast-impair on QUEUE, from the line each printed when stopped.
+it_impair_sum() {
+  local i s=0 v log
+  for ((i = 0; i < ${#TB_WORKER_IP[@]}; i++)); do
+    log=$IT_WORK/impair.$1w$i.q$3.log
+    v=$(sed -n "s/^sumcast-impair: received .* $2 \([0-9]*\).*/\1/p" "$log")
+    [ -n "$v" ] || fail "no counters from sumcast-impair ($log)"
+    s=$((s + v))
+  done
+  echo $s
 }
 
 # it_wait SECS: waits for every PID in IT_PIDS, then empties IT_PIDS.
