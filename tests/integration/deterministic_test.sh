@@ -29,10 +29,7 @@ impair_stop() {  # SEED_BASE
   IMP_REORDERED=$(($(it_impair_sum "$1." reordered 1) + $(it_impair_sum "$1." reordered 2)))
   IMP_DROPPED=$(($(it_impair_sum "$1." dropped 1) + $(it_impair_sum "$1." dropped 2)))
 }
-for ((i = 0; i < N; i++)); do
-  tb_exec "w$i" iptables -A OUTPUT -p udp --dport 4791 -j NFQUEUE --queue-num 1 --queue-bypass
-  tb_exec "w$i" iptables -A INPUT -p udp --sport 4791 -j NFQUEUE --queue-num 2 --queue-bypass
-done
+it_impair_rules
 
 counts="1,257,16385,100000"
 for dtype in bf16 fp32; do

@@ -99,12 +99,8 @@ dup_links() {
 # sumcast-impair in every worker namespace (lib.sh's it_impair_start: queue 1 contributions, queue
 # 2 results, seeds 100 + 2w + q), and the NFQUEUE rules that hand it the traffic.
 impair_links() {
-  local i
   it_impair_start "" 100 120 "$@"
-  for ((i = 0; i < N; i++)); do
-    tb_exec "w$i" iptables -A OUTPUT -p udp --dport 4791 -j NFQUEUE --queue-num 1 --queue-bypass
-    tb_exec "w$i" iptables -A INPUT -p udp --sport 4791 -j NFQUEUE --queue-num 2 --queue-bypass
-  done
+  it_impair_rules
 }
 
 notice_opt=()

@@ -19,11 +19,12 @@
 #   it_stat NAME                    an appliance total from `sumcastctl stats --json`
 #   it_until SECS CMD...            runs CMD until it succeeds; fails at the deadline
 #   it_impair_start TAG SEED DURATION_S ARGS...  sumcast-impair (IMPAIR) on NFQUEUE 1 and 2 of
-#                                   every worker namespace (the caller adds the rules), seeds
+#                                   every worker namespace (it_impair_rules adds the rules), seeds
 #                                   SEED + 2w + q, logs $IT_WORK/impair.TAGw<w>.q<q>.log, PIDs in
 #                                   IT_IMPAIR_PIDS; it_impair_stop stops them (SIGTERM: they release
 #                                   what they hold and print their counters) within 10 s, and
-#                                   it_impair_sum TAG FIELD QUEUE sums one counter over the workers
+#                                   it_impair_sum TAG FIELD QUEUE sums one counter over the workers;
+#                                   it_impair_rules adds the NFQUEUE rules, once
 # Cleanup (EXIT trap): every process started here is killed by PID, the namespaces are removed, and
 # so is sumcastd's EAL runtime directory; on failure the logs are printed.
 
@@ -125,7 +126,7 @@ _it_alive() {
 
 # it_impair_start TAG SEED DURATION_S ARGS...: one sumcast-impair per worker namespace and queue
 # (1: contributions, OUTPUT; 2: results, INPUT), each with its own seed; bounded wait for each to
-# bind its queue. The caller adds the NFQUEUE rules (--queue-bypass: traffic passes unimpaired
+# bind its queue. it_impair_rules adds the NFQUEUE rules (--queue-bypass: traffic passes unimpaired
 # while no process holds the queue). Not in a subshell: it_impair_stop waits for its children.
 IT_IMPAIR_PIDS=()
 it_impair_start() {
@@ -141,6 +142,16 @@ it_impair_start() {
       IT_EXTRA_PIDS+=($!)
       tb_wait_line "$log" "^sumcast-impair: queue" 10 $! || fail "sumcast-impair did not start ($log)"
     done
+  done
+}
+
+# it_impair_rules: every worker's Sumcast traffic through NFQUEUE 1 (contributions out) and 2
+# (results in); --queue-bypass lets it pass unimpaired while no sumcast-impair holds the queue.
+it_impair_rules() {
+  local i
+  for ((i = 0; i < ${#TB_WORKER_IP[@]}; i++)); do
+    tb_exec "w$i" iptables -A OUTPUT -p udp --dport 4791 -j NFQUEUE --queue-num 1 --queue-bypass
+    tb_exec "w$i" iptables -A INPUT -p udp --sport 4791 -j NFQUEUE --queue-num 2 --queue-bypass
   done
 }
 

@@ -40,6 +40,7 @@ inline constexpr uint32_t kControlInterval = 64;
 // hosts) gives the core back while no job runs; with the default the gaps inside a running job (a
 // round waiting for its slowest member) are mostly shorter, so they are polled through, and a
 // shorter idle_after_us sleeps in them too. Dedicated appliances keep "busy" (the default).
+//
 // The back-off of an idle lcore (pure, so that it is unit-tested without DPDK or a clock).
 class IdleBackoff {
  public:
