@@ -119,7 +119,7 @@ tb_up() {
   if [ -n "$rate" ]; then
     local num=${rate%%[a-zA-Z]*} unit=${rate##*[0-9.]}
     # n x RATE with an n times deeper bucket (TB_APP_BURST overrides it): with 64kb (0.33 ms at
-    # 1.6 Gbit/s) it delivered only about 0.90 R per worker at n = 8 on 2 CPUs (README, Performance).
+    # 1.6 Gbit/s) it delivered only about 0.90 R per worker at n = 8 on 2 CPUs (docs/performance.md).
     _tb_shape "$(tb_ns sw)" pd "$((num * n))$unit" "${TB_APP_BURST:-$((64 * n))kb}"
   fi
   for ((i = 0; i < n; i++)); do _tb_wait_reach "w$i" "$TB_MGMT_IP" || return 1; done
