@@ -89,7 +89,10 @@ if [ "$idle_poll" = adaptive ]; then
   echo "idle: bound $idle_cpu_bound CPU"
   sleeps=$("$sumcastctl" --prefix "$TB_PREFIX" stats | awk '$1 == "idle_sleeps" { print $NF }')
   [ "${sleeps:-0}" -gt 0 ] || fail "no idle sleep counted"
-  echo "idle: $sleeps sleeps counted"
+  # Before its first sleep the core polled for idle_after_us, yielding its CPU after each empty poll.
+  yields=$("$sumcastctl" --prefix "$TB_PREFIX" stats | awk '$1 == "idle_yields" { print $NF }')
+  [ "${yields:-0}" -gt 0 ] || fail "no yield counted before the idle core's first sleep"
+  echo "idle: $sleeps sleeps, $yields yields counted"
 fi
 
 # --- 4 workers, one job.

@@ -49,6 +49,7 @@
   X(dispatch_full, kCounter, kNonZero, "Frames dropped because another core's dispatch ring was full.")            \
   X(control_msgs, kCounter, kNonZero, "Control messages (job install/remove) the core executed.")                  \
   X(idle_sleeps, kCounter, kNonZero, "Sleeps of the idle core (dataplane.idle_poll = adaptive).")                  \
+  X(idle_yields, kCounter, kNonZero, "Empty polls after which the core yielded its CPU (dataplane.idle_poll = adaptive).") \
   X(arp_requests, kCounter, kNonZero, "ARP requests (and the gratuitous ARP) the neighbour resolver sent through the core.")
 
 // Counted by the core's transmit sink (DpdkTxSink), after the port layer's.

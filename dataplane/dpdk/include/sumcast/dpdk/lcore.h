@@ -39,7 +39,10 @@ inline constexpr uint32_t kControlInterval = 64;
 // power-aware examples, so that an appliance sharing its host (test beds, spare cores of GPU
 // hosts) gives the core back while no job runs; with the default the gaps inside a running job (a
 // round waiting for its slowest member) are mostly shorter, so they are polled through, and a
-// shorter idle_after_us sleeps in them too. Dedicated appliances keep "busy" (the default).
+// shorter idle_after_us sleeps in them too. While it polls through a gap the lcore yields its
+// CPU after every empty poll (sched_yield): on a shared host the scheduler puts waking workers on
+// the sleeping lcore's CPU, and without the yield they waited there behind the polling lcore for
+// the rest of the gap. Dedicated appliances keep "busy" (the default): no sleeps, no yields.
 //
 // The back-off of an idle lcore (pure, so that it is unit-tested without DPDK or a clock).
 class IdleBackoff {
