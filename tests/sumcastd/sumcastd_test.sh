@@ -47,8 +47,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 tb_up $N
 trap cleanup EXIT  # after tb_up, which sets its own EXIT trap; ours calls tb_down too
 tb_token "$work/token"
-TB_HUGE=off tb_agg_conf "$work/agg.conf" "$work/token" "$pmd"
-sed -i "s/worker_cores = 1;/worker_cores = $cores;\n  idle_poll = \"$idle_poll\";/" "$work/agg.conf"
+TB_HUGE=off tb_agg_conf "$work/agg.conf" "$work/token" "$pmd" "idle_poll = \"$idle_poll\";"
+sed -i "s/worker_cores = 1;/worker_cores = $cores;/" "$work/agg.conf"
 if [ "$cores" -gt 1 ]; then
   # Main lcore plus $cores engine lcores on 2 CPUs: the engines share CPU 1 and CPU 0.
   lc="0@0"; for ((c = 1; c <= cores; c++)); do lc="$lc,$c@$((c % 2))"; done

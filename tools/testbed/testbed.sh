@@ -294,7 +294,9 @@ tb_gro() {
 # largest RoCE payload (1024, 2048, 4096) it carries (port.mtu >= payload + 84, docs/agg.conf.md).
 # Above 1500, net_af_packet gets ring frames that hold a whole frame (framesz=, four frames per
 # block; sumcastd then leaves the MTU to the kernel interface: docs/agg.conf.md). net_af_xdp takes
-# no MTU above 3542 (a frame fits one page), and this refuses it above that.
+# no MTU above 3542 (a frame fits one page), and this refuses it above that. TB_IDLE_POLL:
+# dataplane.idle_poll where EXTRA does not set it (unset: agg.conf's default, busy); the test
+# suite sets adaptive, the bed being a host the appliance shares with its workers.
 tb_agg_conf() {
   local file=$1 token=$2 pmd=${3:-af_packet} extra=${4:-} payload=1024
   case $pmd in
@@ -311,6 +313,7 @@ tb_agg_conf() {
   # TB_AF_PACKET_FRAMES: the rings' frames (framecnt=); unset, sumcastd sizes them (docs/agg.conf.md).
   if [ "$pmd" = af_packet ] && [ -n "${TB_AF_PACKET_FRAMES:-}" ]; then vdev="$vdev,framecnt=$TB_AF_PACKET_FRAMES"; fi
   [ "$pmd" = af_xdp ] && vdev="net_af_xdp0,iface=$TB_APP_DATA_IF,start_queue=0,queue_count=1"
+  if [ -n "${TB_IDLE_POLL:-}" ] && [[ $extra != *idle_poll* ]]; then extra="idle_poll = \"$TB_IDLE_POLL\"; $extra"; fi
   # TB_XDP_PROG: the Sumcast XDP program (nic_offload/xdp, sumcast_xdp.o) for the af_xdp PMD to load.
   if [ "$pmd" = af_xdp ] && [ -n "${TB_XDP_PROG:-}" ]; then vdev="$vdev,xdp_prog=$TB_XDP_PROG"; fi
   cat >"$file" <<CONF
