@@ -316,44 +316,68 @@ TEST(PortOffloadTest, PortWithoutRteFlowFallsBackToSoftwareDispatch) {
   EXPECT_NE(info.plan.reason.find("rte_flow_validate refused"), std::string::npos) << info.plan.reason;
 }
 
-// dataplane.idle_poll = "adaptive": full speed while polls find work and for idle_after_us of
-// empty polls after, then sleeps of 1, 2, 4, ... us up to the limit; any work returns to full
-// speed at once and starts a new idle run.
-TEST(IdleBackoffTest, SleepsOnlyAfterAnIdleTimeAndDoublesToTheLimit) {
+// What the lcore does after a poll, as "poll", "yield" or the sleep in us ("sleep 4").
+std::string step_of(IdleBackoff& b, bool worked, uint64_t now_ns) {
+  const IdleStep step = b.after_poll(worked, now_ns);
+  switch (step.kind) {
+    case IdleStep::Kind::kPoll:
+      return step.sleep_us == 0 ? "poll" : "poll with a sleep";
+    case IdleStep::Kind::kYield:
+      return step.sleep_us == 0 ? "yield" : "yield with a sleep";
+    case IdleStep::Kind::kSleep:
+      return "sleep " + std::to_string(step.sleep_us);
+  }
+  return "unknown";
+}
+
+// dataplane.idle_poll = "adaptive": full speed while polls find work; every empty poll of the
+// first idle_after_us of an idle run yields the CPU; then sleeps of 1, 2, 4, ... us up to the
+// limit; any work returns to full speed at once (no yield) and starts a new idle run.
+TEST(IdleBackoffTest, YieldsThroughAGapThenSleepsDoublingToTheLimit) {
   constexpr uint64_t kIdleNsBeforeSleep = 500'000;
   IdleBackoff b(10, 500);
   uint64_t t = 1'000'000;
-  EXPECT_EQ(b.after_poll(true, t), 0u);
-  EXPECT_EQ(b.after_poll(false, t += 100), 0u);  // the idle run starts here
+  EXPECT_EQ(step_of(b, true, t), "poll");
+  EXPECT_EQ(step_of(b, true, t += 100), "poll");
+  EXPECT_EQ(step_of(b, false, t += 100), "yield");  // the idle run starts here
   const uint64_t start = t;
-  for (; t < start + kIdleNsBeforeSleep - 100; t += 100) ASSERT_EQ(b.after_poll(false, t), 0u) << t - start;
+  for (; t < start + kIdleNsBeforeSleep - 100; t += 100) ASSERT_EQ(step_of(b, false, t), "yield") << t - start;
   t = start + kIdleNsBeforeSleep;
-  EXPECT_EQ(b.after_poll(false, t), 1u);
-  EXPECT_EQ(b.after_poll(false, t += 1000), 2u);
-  EXPECT_EQ(b.after_poll(false, t += 2000), 4u);
-  EXPECT_EQ(b.after_poll(false, t += 4000), 8u);
-  EXPECT_EQ(b.after_poll(false, t += 8000), 10u);
-  EXPECT_EQ(b.after_poll(false, t += 10000), 10u);
-  EXPECT_EQ(b.after_poll(true, t += 10000), 0u);  // work: full speed again
-  EXPECT_EQ(b.after_poll(false, t += 100), 0u);   // a new idle run, not yet long enough
-  EXPECT_EQ(b.after_poll(false, t += kIdleNsBeforeSleep / 2), 0u);
-  EXPECT_EQ(b.after_poll(false, t += kIdleNsBeforeSleep), 1u);
+  EXPECT_EQ(step_of(b, false, t), "sleep 1");
+  EXPECT_EQ(step_of(b, false, t += 1000), "sleep 2");
+  EXPECT_EQ(step_of(b, false, t += 2000), "sleep 4");
+  EXPECT_EQ(step_of(b, false, t += 4000), "sleep 8");
+  EXPECT_EQ(step_of(b, false, t += 8000), "sleep 10");
+  EXPECT_EQ(step_of(b, false, t += 10000), "sleep 10");
+  EXPECT_EQ(step_of(b, true, t += 10000), "poll");  // work: full speed again
+  EXPECT_EQ(step_of(b, false, t += 100), "yield");  // a new idle run, not yet long enough
+  EXPECT_EQ(step_of(b, false, t += kIdleNsBeforeSleep / 2), "yield");
+  EXPECT_EQ(step_of(b, false, t += kIdleNsBeforeSleep), "sleep 1");  // the doubling restarted
 }
 
 // dataplane.idle_after_us = 20: the sleeps start 20 us into an idle run, not 500; 0 sleeps from
-// the second empty poll on (the first one starts the run).
+// the second empty poll on (the first one starts the run and yields).
 TEST(IdleBackoffTest, IdleAfterSetsWhenTheSleepsStart) {
   IdleBackoff b(100, 20);
   uint64_t t = 1'000'000;
-  EXPECT_EQ(b.after_poll(false, t), 0u);  // the idle run starts here
-  EXPECT_EQ(b.after_poll(false, t + 19'999), 0u);
-  EXPECT_EQ(b.after_poll(false, t + 20'000), 1u);
-  EXPECT_EQ(b.after_poll(false, t + 21'000), 2u);
+  EXPECT_EQ(step_of(b, false, t), "yield");  // the idle run starts here
+  EXPECT_EQ(step_of(b, false, t + 19'999), "yield");
+  EXPECT_EQ(step_of(b, false, t + 20'000), "sleep 1");
+  EXPECT_EQ(step_of(b, false, t + 21'000), "sleep 2");
   IdleBackoff at_once(100, 0);
-  EXPECT_EQ(at_once.after_poll(true, t), 0u);
-  EXPECT_EQ(at_once.after_poll(false, t), 0u);
-  EXPECT_EQ(at_once.after_poll(false, t), 1u);
-  EXPECT_EQ(at_once.after_poll(true, t), 0u);  // work: full speed again
+  EXPECT_EQ(step_of(at_once, true, t), "poll");
+  EXPECT_EQ(step_of(at_once, false, t), "yield");
+  EXPECT_EQ(step_of(at_once, false, t), "sleep 1");
+  EXPECT_EQ(step_of(at_once, true, t), "poll");  // work: full speed again
+  EXPECT_EQ(step_of(at_once, false, t), "yield");
+}
+
+// A limit of 0 us is taken as 1 us: an idle core that sleeps never sleeps for nothing.
+TEST(IdleBackoffTest, AZeroSleepLimitSleepsOneMicrosecond) {
+  IdleBackoff b(0, 0);
+  EXPECT_EQ(step_of(b, false, 0), "yield");
+  EXPECT_EQ(step_of(b, false, 0), "sleep 1");
+  EXPECT_EQ(step_of(b, false, 0), "sleep 1");
 }
 
 TEST(DpdkTxSinkTest, SubmitOfAForeignBufferSendsNothingAndIsCounted) {

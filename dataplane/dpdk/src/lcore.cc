@@ -162,13 +162,12 @@ int run_lcore(void* arg) {
     }
     if (core.idle_adaptive) {
       const auto now_ns = static_cast<uint64_t>(static_cast<double>(rte_get_tsc_cycles()) * ns_per_cycle);
-      const bool busy = worked || core.tx->backlog() != 0;
-      const uint32_t sleep_us = idle.after_poll(busy, now_ns);
-      if (sleep_us != 0) {
+      const IdleStep step = idle.after_poll(worked || core.tx->backlog() != 0, now_ns);
+      if (step.kind == IdleStep::Kind::kSleep) {
         drain_control(core);  // a job installed while the core sleeps waits at most one sleep
         bump(core.counters.idle_sleeps, 1);
-        rte_delay_us_sleep(sleep_us);
-      } else if (!busy) {
+        rte_delay_us_sleep(step.sleep_us);
+      } else if (step.kind == IdleStep::Kind::kYield) {
         // Polling through a gap: a thread runnable on this CPU (on a shared host, a worker the
         // scheduler put here while the core slept) runs first instead of waiting out the gap;
         // with none, this returns at once.

@@ -44,23 +44,37 @@ inline constexpr uint32_t kControlInterval = 64;
 // the sleeping lcore's CPU, and without the yield they waited there behind the polling lcore for
 // the rest of the gap. Dedicated appliances keep "busy" (the default): no sleeps, no yields.
 //
-// The back-off of an idle lcore (pure, so that it is unit-tested without DPDK or a clock).
+// The back-off of an idle lcore (pure, so that it is unit-tested without DPDK or a clock): what
+// the lcore does after each poll.
+struct IdleStep {
+  enum class Kind : uint8_t {
+    kPoll,   // the poll found work: poll again at once
+    kYield,  // an empty poll inside a gap: sched_yield(), then poll again
+    kSleep,  // idle for idle_after_us: sleep `sleep_us`, then poll again
+  };
+  Kind kind = Kind::kPoll;
+  uint32_t sleep_us = 0;  // kSleep only
+};
+
 class IdleBackoff {
  public:
   IdleBackoff(uint32_t max_sleep_us, uint32_t idle_after_us)
       : max_us_(max_sleep_us == 0 ? 1 : max_sleep_us), after_ns_(uint64_t{idle_after_us} * 1000) {}
-  // After a poll at `now_ns` (any monotonic clock): did it find work? Returns how long to sleep
-  // now, in microseconds (0: poll again at once).
-  uint32_t after_poll(bool worked, uint64_t now_ns) {
-    if (worked || !idle_) {
-      idle_ = !worked;
-      since_ns_ = now_ns;
+  // After a poll at `now_ns` (any monotonic clock): did it find work?
+  IdleStep after_poll(bool worked, uint64_t now_ns) {
+    if (worked) {
+      idle_ = false;
       sleep_us_ = 0;
-      return 0;
+      return {};
     }
-    if (now_ns - since_ns_ < after_ns_) return 0;
+    if (!idle_) {  // the first empty poll starts the idle run (and never sleeps)
+      idle_ = true;
+      since_ns_ = now_ns;
+      return {IdleStep::Kind::kYield, 0};
+    }
+    if (now_ns - since_ns_ < after_ns_) return {IdleStep::Kind::kYield, 0};
     sleep_us_ = sleep_us_ == 0 ? 1 : std::min(max_us_, sleep_us_ * 2);
-    return sleep_us_;
+    return {IdleStep::Kind::kSleep, sleep_us_};
   }
 
  private:
