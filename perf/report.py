@@ -249,6 +249,15 @@ def transport(src, out):
     print(f"wrote {out}")
 
 
+# One round's ratio at `size`: its Sumcast algbw over its better Open MPI algorithm's (None where
+# a run of that round has no figure).
+def round_ratio(round_rows, size):
+    row = next((r for r in round_rows if r["bytes"] == size), {})
+    s = row.get("sumcast")
+    best = max([x for x in (row.get("mpi_default"), row.get("mpi_ring")) if x is not None], default=None)
+    return s / best if (s and best) else None
+
+
 def cluster(path):
     with open(path) as f:
         data = json.load(f)
@@ -272,12 +281,15 @@ def cluster(path):
         polling = "woken by its socket"
     for case in data.get("cases", []):
         n, loss = case["ranks"], case["loss_pct"]
+        pct = lambda key: f"{case.get(key) or 0:.0f}%"
+        rounds = case.get("round_rows") or []
         print(f"\nn = {n}, loss {loss}% on every link; CPU idle (2 CPUs) during the runs: sumcast "
-              f"{case.get('idle_sumcast', 0):.0f}% (the appliance itself {case.get('appliance_cpu_sumcast', 0):.0f}%, "
-              f"{polling}), MPI default {case.get('idle_mpi_default', 0):.0f}%, "
-              f"MPI ring {case.get('idle_mpi_ring', 0):.0f}% (no appliance running)")
+              f"{pct('idle_sumcast')} (the appliance itself {pct('appliance_cpu_sumcast')}, "
+              f"{polling}), MPI default {pct('idle_mpi_default')}, "
+              f"MPI ring {pct('idle_mpi_ring')} (no appliance running)"
+              + (f"; medians of {len(rounds)} rounds, each round's ratio after them" if rounds else ""))
         print(f"{'size':>9} | {'sumcast':>8} {'xR':>5} {'wrong':>5} | {'MPI dflt':>8} {'MPI ring':>8} "
-              f"{'best xR':>7} | {'ratio':>6}")
+              f"{'best xR':>7} | {'ratio':>6}" + (" | ratio per round" if rounds else ""))
         for row in case["rows"]:
             s, d, g = row.get("sumcast"), row.get("mpi_default"), row.get("mpi_ring")
             best = max([x for x in (d, g) if x is not None], default=None)
@@ -285,8 +297,10 @@ def cluster(path):
             size = row["bytes"]
             label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
             fmt = lambda x: f"{x:8.4f}" if x is not None else f"{'-':>8}"
+            per_round = [round_ratio(r, size) for r in rounds]
             print(f"{label:>9} | {fmt(s)} {s / R if s else 0:5.2f} {row.get('wrong', '-')!s:>5} | {fmt(d)} {fmt(g)} "
-                  f"{best / R if best else 0:7.2f} | {s / best if (s and best) else 0:6.2f}x")
+                  f"{best / R if best else 0:7.2f} | {s / best if (s and best) else 0:6.2f}x"
+                  + (" | " + " ".join(f"{x:.2f}x" if x is not None else "-" for x in per_round) if rounds else ""))
         cpg = case.get("cpu_s_per_gb")
         if cpg:
             f = lambda x: f"{x:7.2f}" if x is not None else f"{'-':>7}"

@@ -59,7 +59,7 @@ if grep -q "(target" "$work/memif-no-icrc.log" || ! grep -q "not counted against
   fail "runs without the ICRC check are judged against the target"
 fi
 
-CLUSTER_RATE=0 CLUSTER_N=4 CLUSTER_MIN=1M CLUSTER_MAX=1M CLUSTER_ITERS=1 CLUSTER_WARMUP=1 CLUSTER_LOSS=0 \
+CLUSTER_RATE=0 CLUSTER_N=4 CLUSTER_MIN=1M CLUSTER_MAX=1M CLUSTER_ITERS=1 CLUSTER_WARMUP=1 CLUSTER_LOSS=0 CLUSTER_ROUNDS=2 \
   timeout 180 "$root/perf/cluster/run" "$build" >"$work/cluster.log" 2>&1 ||
   { cat "$work/cluster.log"; fail "perf/cluster/run failed"; }
 jq -e '.cases[0] | .rows[0].sumcast > 0 and .rows[0].wrong == 0 and .rows[0].mpi_default > 0 and .rows[0].mpi_ring > 0
@@ -67,6 +67,14 @@ jq -e '.cases[0] | .rows[0].sumcast > 0 and .rows[0].wrong == 0 and .rows[0].mpi
        and .cpu_s_per_gb.mpi_ring > 0' "$work/cluster-unshaped.json" >/dev/null ||
   { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks algbw, an exact result or CPU per GB"; }
 grep -q "ratio to the better MPI" "$work/cluster.log" || { cat "$work/cluster.log"; fail "no CPU-per-GB ratio printed"; }
+# CLUSTER_ROUNDS=2: both rounds kept, each algbw the median (here the mean) of the two, and each
+# round's ratio printed.
+jq -e '.cases[0] | .rounds == 2 and (.round_rows | length) == 2 and
+       ([.round_rows[][0].sumcast] | add / 2 - $c.rows[0].sumcast | fabs) < 1e-9' \
+  --argjson c "$(jq '.cases[0]' "$work/cluster-unshaped.json")" "$work/cluster-unshaped.json" >/dev/null ||
+  { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks the two rounds or their median"; }
+grep -Eq '^ +1 MiB \|.*x \| [0-9.]+x [0-9.]+x$' "$work/cluster.log" ||
+  { cat "$work/cluster.log"; fail "no ratio per round printed"; }
 # Frames the kernel dropped under net_af_packet (kernel_ring_drops) are counted as missed, as imissed is.
 jq '.cases[0].appliance_port |= (.ipackets = 990 | .imissed = 3 | .kernel_ring_drops = 7)' "$work/cluster-unshaped.json" \
   >"$work/cluster-drops.json"
