@@ -249,19 +249,22 @@ def transport(src, out):
     print(f"wrote {out}")
 
 
-# One round's ratio at `size`: its Sumcast algbw over its better Open MPI algorithm's (None where
-# a run of that round has no figure).
-def round_ratio(round_rows, size):
+# One round at `size`, as printed after the medians: its ratio (its Sumcast algbw over its better
+# Open MPI algorithm's), and on a shaped bed (`R`: the link's rate in GB/s) its Sumcast algbw in R;
+# "-" where a run of that round has no figure.
+def round_text(round_rows, size, R=None):
     row = next((r for r in round_rows if r["bytes"] == size), {})
     s = row.get("sumcast")
     best = max([x for x in (row.get("mpi_default"), row.get("mpi_ring")) if x is not None], default=None)
-    return s / best if (s and best) else None
+    text = f"{s / best:.2f}x" if (s and best) else "-"
+    return text + (f" ({s / R:.2f} R)" if (R and s) else "")
 
 
 def cluster(path):
     with open(path) as f:
         data = json.load(f)
     rate = data.get("rate_mbit", 0)
+    shaped = bool(rate)
     # Results from before the run recorded its MTU and payload were all at 1500 and 1 KiB.
     links = f"MTU {data.get('mtu', 1500)}, {data.get('payload', 1024)} B payloads, {data.get('slots', 64)} slots per job"
     # The appliance: sumcastd (DPDK, a polling lcore) or sumcast-serve --udp-trains (kernel sockets).
@@ -287,7 +290,8 @@ def cluster(path):
               f"{pct('idle_sumcast')} (the appliance itself {pct('appliance_cpu_sumcast')}, "
               f"{polling}), MPI default {pct('idle_mpi_default')}, "
               f"MPI ring {pct('idle_mpi_ring')} (no appliance running)"
-              + (f"; medians of {len(rounds)} rounds, each round's ratio after them" if rounds else ""))
+              + (f"; medians of {len(rounds)} rounds, each round's ratio after them"
+                 + (" (and its Sumcast algbw in R)" if shaped else "") if rounds else ""))
         print(f"{'size':>9} | {'sumcast':>8} {'xR':>5} {'wrong':>5} | {'MPI dflt':>8} {'MPI ring':>8} "
               f"{'best xR':>7} | {'ratio':>6}" + (" | ratio per round" if rounds else ""))
         for row in case["rows"]:
@@ -297,10 +301,10 @@ def cluster(path):
             size = row["bytes"]
             label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
             fmt = lambda x: f"{x:8.4f}" if x is not None else f"{'-':>8}"
-            per_round = [round_ratio(r, size) for r in rounds]
+            per_round = [round_text(r, size, R if shaped else None) for r in rounds]
             print(f"{label:>9} | {fmt(s)} {s / R if s else 0:5.2f} {row.get('wrong', '-')!s:>5} | {fmt(d)} {fmt(g)} "
                   f"{best / R if best else 0:7.2f} | {s / best if (s and best) else 0:6.2f}x"
-                  + (" | " + " ".join(f"{x:.2f}x" if x is not None else "-" for x in per_round) if rounds else ""))
+                  + (" | " + " ".join(per_round) if rounds else ""))
         cpg = case.get("cpu_s_per_gb")
         if cpg:
             f = lambda x: f"{x:7.2f}" if x is not None else f"{'-':>7}"

@@ -75,6 +75,12 @@ jq -e '.cases[0] | .rounds == 2 and (.round_rows | length) == 2 and
   { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks the two rounds or their median"; }
 grep -Eq '^ +1 MiB \|.*x \| [0-9.]+x [0-9.]+x$' "$work/cluster.log" ||
   { cat "$work/cluster.log"; fail "no ratio per round printed"; }
+# On a shaped bed each round's Sumcast algbw in R follows its ratio.
+jq '.rate_mbit = 200' "$work/cluster-unshaped.json" >"$work/cluster-as-shaped.json"
+/usr/bin/python3 "$root/perf/report.py" cluster "$work/cluster-as-shaped.json" >"$work/cluster-as-shaped.log" ||
+  fail "perf/report.py failed on a shaped result with rounds"
+grep -Eq '^ +1 MiB \|.*x \| [0-9.]+x \([0-9.]+ R\) [0-9.]+x \([0-9.]+ R\)$' "$work/cluster-as-shaped.log" ||
+  { cat "$work/cluster-as-shaped.log"; fail "no algbw in R per round printed for a shaped bed"; }
 # Frames the kernel dropped under net_af_packet (kernel_ring_drops) are counted as missed, as imissed is.
 jq '.cases[0].appliance_port |= (.ipackets = 990 | .imissed = 3 | .kernel_ring_drops = 7)' "$work/cluster-unshaped.json" \
   >"$work/cluster-drops.json"
