@@ -5,8 +5,10 @@
 #                       by multicast), testpmd io and the generator's two ceilings (rxonly,
 #                       txonly); sumcastd summed every frame, and sent one result frame per slot
 #                       round by multicast, n per round otherwise
-#   perf/cluster/run    unshaped (CLUSTER_RATE=0), n = 4, 1 MiB, one iteration: Sumcast (checked
-#                       exactly), Open MPI default and ring, CPU seconds per GB of each
+#   perf/cluster/run    unshaped (CLUSTER_RATE=0), n = 4, 1 MiB, one iteration, two rounds: Sumcast
+#                       (checked exactly), Open MPI default and ring, CPU seconds per GB of each,
+#                       the medians of the rounds and each round's ratio (and, relabelled as a
+#                       shaped result, each round's algbw in R)
 #   perf/transport/run  the veth path once (the loopback path is perf_plot's)
 # then perf/report.py and perf/plot.py on what they wrote. Needs root (namespaces, hugepages),
 # dpdk-testpmd and mpirun: exits 77 (skipped) saying which is missing.
@@ -99,4 +101,4 @@ jq -e '.summary[0] | .path == "veth" and .udp_w2r_gbps > 0 and .udp_r2w_gbps > 0
 for png in memif cluster-unshaped transport; do
   [ -s "$work/$png.png" ] || { cat "$work/plot.log"; fail "plot.py drew no $png.png"; }
 done
-echo "PASS: memif (results per rank and by multicast, with the generator's ceilings), cluster (unshaped, CPU per GB) and transport (veth) ran end to end; report and plots drawn"
+echo "PASS: memif (results per rank and by multicast, with the generator's ceilings), cluster (unshaped, CPU per GB, two rounds) and transport (veth) ran end to end; report and plots drawn"
