@@ -318,6 +318,15 @@ def cluster(path):
             if best:
                 print(f"  ratio to the better MPI ({best:.2f} s/GB): workers {w / best if w else 0:.2f}x, "
                       f"workers + appliance {total / best if total else 0:.2f}x")
+        ccpg = case.get("call_cpu_s_per_gb") or {}
+        if ccpg.get("sumcast_workers") is not None:
+            f = lambda x: f"{x:7.2f}" if x is not None else f"{'-':>7}"
+            w = ccpg["sumcast_workers"]
+            mpis = [x for x in (ccpg.get("mpi_default"), ccpg.get("mpi_ring")) if x is not None]
+            best = min(mpis, default=None)
+            print(f"  inside the timed calls alone (all ranks, preparation and checks excluded): sumcast workers "
+                  f"{f(w)} | MPI default {f(ccpg.get('mpi_default'))}, ring {f(ccpg.get('mpi_ring'))}"
+                  + (f" | workers / the better MPI {w / best:.2f}x" if best else ""))
         port = case.get("appliance_port")
         if port and port.get("ipackets") is not None:
             # DPDK 22.11's net_af_packet counts its kernel ring's drops nowhere; sumcastd reads them

@@ -20,11 +20,16 @@
 // all-reduce (their MPI_Barrier), after the untimed preparation of that call (new inputs and
 // expected results with --check), so that no rank's time includes another's preparation.
 //
+// --cpu-log writes, per process, the CPU time (user + system, every thread of the process) spent
+// inside its first local rank's timed calls, per size: the CPU a call costs, without the untimed
+// preparation and checking around it (perf/cluster/run compares it with perf/mpi/allreduce_bench's).
+//
 // Exit status: 0 when every call succeeded and every check passed, 1 otherwise, 2 on bad usage.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -125,6 +130,7 @@ struct Options {
   uint32_t failover_timeout_ms = CommConfig{}.failover_timeout_ms;
   uint32_t failover_max = CommConfig{}.failover_max;
   std::string call_log;  // --call-log PATH: the first local rank's calls, one line each
+  std::string cpu_log;   // --cpu-log PATH: the process's CPU in the first local rank's timed calls, per size
   std::string serve;     // "ip[:port]": host an embedded summation service here
   int gpus = 0;          // --gpus N: each rank owns N buffers, reduced on the host by the planner's plan
 };
@@ -375,6 +381,11 @@ int parse_args(int argc, char** argv, Options* o) {
   app.add_option("--call-log", o->call_log,
                  "the first local rank's calls, one line each: the call's end (Unix ns), its duration (us) and "
                  "bytes; for perf/failover")
+      ->type_name("PATH");
+  app.add_option("--cpu-log", o->cpu_log,
+                 "per size, one line \"bytes iterations cpu_s\": the CPU seconds (user + system, all threads) this "
+                 "process spent in its first local rank's timed calls, preparation and checks excluded (%r: that "
+                 "rank); for perf/cluster/run")
       ->type_name("PATH");
   app.add_option("--serve", o->serve,
                  "also host an embedded summation service (UDP 4791, control PORT, default 4790) and use it when no "
@@ -743,6 +754,7 @@ struct Row {
   uint64_t count = 0;
   double time_us = 0;
   uint64_t wrong = 0;
+  double call_cpu_s = 0;  // the process's CPU time inside the timed calls (--cpu-log)
 };
 
 struct Shared {
@@ -756,6 +768,12 @@ struct Shared {
   uint64_t total_wrong = 0;
   std::vector<uint8_t> dump;  // first local rank's results, each size's last iteration
 };
+
+// PATH with "%r" replaced by the rank (--dump, --cpu-log).
+std::string with_rank(std::string path, int rank) {
+  if (const size_t at = path.find("%r"); at != std::string::npos) path.replace(at, 2, std::to_string(rank));
+  return path;
+}
 
 void record_error(Shared* sh, int rank, const std::string& what) {
   std::lock_guard<std::mutex> lock(sh->mu);
@@ -786,6 +804,13 @@ void run_rank(const Options& o, const CommConfig& base, int rank, bool report, S
 }
 
 void run_local_group_sizes(const Options& o, Communicator& comm, int rank, bool report, Shared* sh);
+
+// User + system CPU seconds of the whole process so far (all its threads).
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 // One size's runs, for both modes: `warm()` (untimed) before each warm-up call, then per timed
 // iteration `prepare(it)` (untimed), the one-element all-reduce that lines the ranks up, the timed
@@ -827,9 +852,11 @@ bool run_one_size(const Options& o, Communicator& comm, int rank, bool report, S
     // The network and the appliance idle this long before the call (adaptive idle polling is
     // then asleep when the call's first packet arrives): a pause, not a synchronisation.
     if (o.gap_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.gap_us));
+    const double cpu0 = process_cpu_s();
     const auto t0 = std::chrono::steady_clock::now();
     if (!one()) return false;
     busy_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    row.call_cpu_s += process_cpu_s() - cpu0;
     if (o.check) row.wrong += wrong();
   }
   row.time_us = busy_us / o.iters;
@@ -1079,6 +1106,15 @@ int main(int argc, char** argv) {
                   e.epoch, o.rank, e.lost.c_str(), e.reason.c_str(), e.new_home.c_str(), e.ms, e.replayed);
     }
   }
+  if (!o.cpu_log.empty()) {
+    const std::string path = with_rank(o.cpu_log, o.rank);
+    std::ofstream f(path, std::ios::trunc);
+    for (const Row& r : sh.rows) f << r.bytes << " " << o.iters << " " << r.call_cpu_s << "\n";
+    if (!f) {
+      std::fprintf(stderr, "sumcast-allreduce: cannot write %s\n", path.c_str());
+      return 1;
+    }
+  }
   if (!o.call_log.empty()) {
     std::ofstream f(o.call_log, std::ios::trunc);
     for (const auto& l : sh.call_log) f << l << "\n";
@@ -1097,8 +1133,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   if (!o.dump.empty()) {
-    std::string path = o.dump;
-    if (const size_t at = path.find("%r"); at != std::string::npos) path.replace(at, 2, std::to_string(o.rank));
+    const std::string path = with_rank(o.dump, o.rank);
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(sh.dump.data()), static_cast<std::streamsize>(sh.dump.size()));
     if (!f) {
