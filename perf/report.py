@@ -327,6 +327,17 @@ def cluster(path):
             print(f"  inside the timed calls alone (all ranks, preparation and checks excluded): sumcast workers "
                   f"{f(w)} | MPI default {f(ccpg.get('mpi_default'))}, ring {f(ccpg.get('mpi_ring'))}"
                   + (f" | workers / the better MPI {w / best:.2f}x" if best else ""))
+            per_size = []
+            for row in case["rows"]:
+                c = row.get("call_cpu_s_per_gb") or {}
+                if c.get("sumcast") is None:
+                    continue
+                size = row["bytes"]
+                label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+                g = lambda x: f"{x:.2f}" if x is not None else "-"
+                per_size.append(f"{label} {g(c['sumcast'])} / {g(c.get('mpi_default'))}, {g(c.get('mpi_ring'))}")
+            if per_size:
+                print("    by size (workers / MPI default, ring): " + "; ".join(per_size))
         port = case.get("appliance_port")
         if port and port.get("ipackets") is not None:
             # DPDK 22.11's net_af_packet counts its kernel ring's drops nowhere; sumcastd reads them

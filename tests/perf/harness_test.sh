@@ -70,7 +70,8 @@ jq -e '.cases[0] | .rows[0].sumcast > 0 and .rows[0].wrong == 0 and .rows[0].mpi
   { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks algbw, an exact result or CPU per GB"; }
 grep -q "ratio to the better MPI" "$work/cluster.log" || { cat "$work/cluster.log"; fail "no CPU-per-GB ratio printed"; }
 # CPU inside the timed calls (sumcast-allreduce and allreduce_bench --cpu-log, every rank).
-jq -e '.cases[0].call_cpu_s_per_gb | .sumcast_workers > 0 and .mpi_default > 0 and .mpi_ring > 0' \
+jq -e '.cases[0] | (.call_cpu_s_per_gb | .sumcast_workers > 0 and .mpi_default > 0 and .mpi_ring > 0)
+       and (.rows[0].call_cpu_s_per_gb | .sumcast > 0 and .mpi_default > 0 and .mpi_ring > 0)' \
   "$work/cluster-unshaped.json" >/dev/null || { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks the CPU per GB inside the calls"; }
 grep -q "inside the timed calls alone" "$work/cluster.log" || { cat "$work/cluster.log"; fail "no CPU per GB inside the calls printed"; }
 # CLUSTER_ROUNDS=2: both rounds kept, each algbw the median (here the mean) of the two, and each
