@@ -226,8 +226,13 @@ def cluster(path, out):
         cpg = c.get("cpu_s_per_gb") or {}
         mpi = [x for x in (cpg.get("mpi_default"), cpg.get("mpi_ring")) if x]
         if cpg.get("sumcast_workers") and mpi:  # CPU seconds per all-reduced GB, same run
-            ax.text(0.02, 0.02, f"CPU s/GB: Sumcast workers {cpg['sumcast_workers']:.1f} + appliance "
-                    f"{cpg.get('appliance') or 0:.1f}; MPI best {min(mpi):.1f}", transform=ax.transAxes, fontsize=7)
+            text = (f"CPU s/GB: Sumcast workers {cpg['sumcast_workers']:.1f} + appliance "
+                    f"{cpg.get('appliance') or 0:.1f}; MPI best {min(mpi):.1f}")
+            ccpg = c.get("call_cpu_s_per_gb") or {}
+            cmpi = [x for x in (ccpg.get("mpi_default"), ccpg.get("mpi_ring")) if x]
+            if ccpg.get("sumcast_workers") and cmpi:  # ... inside the timed calls alone (--cpu-log)
+                text += f"\ninside the calls: workers {ccpg['sumcast_workers']:.1f}; MPI best {min(cmpi):.1f}"
+            ax.text(0.02, 0.02, text, transform=ax.transAxes, fontsize=7)
         ax.grid(alpha=0.3)
     for row in axes:
         row[0].set_ylabel("algbw / R")
