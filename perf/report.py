@@ -260,6 +260,10 @@ def round_text(round_rows, size, R=None):
     return text + (f" ({s / R:.2f} R)" if (R and s) else "")
 
 
+def size_label(size):
+    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+
+
 def cluster(path):
     with open(path) as f:
         data = json.load(f)
@@ -299,15 +303,15 @@ def cluster(path):
             best = max([x for x in (d, g) if x is not None], default=None)
             R = rate / 8000
             size = row["bytes"]
-            label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+            label = size_label(size)
             fmt = lambda x: f"{x:8.4f}" if x is not None else f"{'-':>8}"
             per_round = [round_text(r, size, R if shaped else None) for r in rounds]
             print(f"{label:>9} | {fmt(s)} {s / R if s else 0:5.2f} {row.get('wrong', '-')!s:>5} | {fmt(d)} {fmt(g)} "
                   f"{best / R if best else 0:7.2f} | {s / best if (s and best) else 0:6.2f}x"
                   + (" | " + " ".join(per_round) if rounds else ""))
+        f = lambda x: f"{x:7.2f}" if x is not None else f"{'-':>7}"  # CPU seconds per GB
         cpg = case.get("cpu_s_per_gb")
         if cpg:
-            f = lambda x: f"{x:7.2f}" if x is not None else f"{'-':>7}"
             w, a = cpg.get("sumcast_workers"), cpg.get("appliance")
             mpis = [x for x in (cpg.get("mpi_default"), cpg.get("mpi_ring")) if x is not None]
             best = min(mpis, default=None)
@@ -320,7 +324,6 @@ def cluster(path):
                       f"workers + appliance {total / best if total else 0:.2f}x")
         ccpg = case.get("call_cpu_s_per_gb") or {}
         if ccpg.get("sumcast_workers") is not None:
-            f = lambda x: f"{x:7.2f}" if x is not None else f"{'-':>7}"
             w = ccpg["sumcast_workers"]
             mpis = [x for x in (ccpg.get("mpi_default"), ccpg.get("mpi_ring")) if x is not None]
             best = min(mpis, default=None)
@@ -332,10 +335,9 @@ def cluster(path):
                 c = row.get("call_cpu_s_per_gb") or {}
                 if c.get("sumcast") is None:
                     continue
-                size = row["bytes"]
-                label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
                 g = lambda x: f"{x:.2f}" if x is not None else "-"
-                per_size.append(f"{label} {g(c['sumcast'])} / {g(c.get('mpi_default'))}, {g(c.get('mpi_ring'))}")
+                per_size.append(f"{size_label(row['bytes'])} {g(c['sumcast'])} / {g(c.get('mpi_default'))}, "
+                                f"{g(c.get('mpi_ring'))}")
             if per_size:
                 print("    by size (workers / MPI default, ring): " + "; ".join(per_size))
         port = case.get("appliance_port")
