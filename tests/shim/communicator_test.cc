@@ -1,6 +1,7 @@
 // The communicator against the embedded summation service on loopback: exact results for every
-// dtype, sizes from 1 element to 64 MiB (less under ThreadSanitizer: below), in place and not, world sizes 2..8,
-// several calls in flight, two jobs at once, several appliances sharing a call by weight.
+// dtype, sizes from 1 element to 64 MiB (less under ThreadSanitizer: below), in place and not,
+// world sizes 2..8, several calls in flight, two jobs at once, several appliances sharing a call
+// by weight.
 #include "sumcast/shim/communicator.h"
 
 #include <gtest/gtest.h>
@@ -20,8 +21,8 @@ namespace {
 using namespace testing;  // NOLINT(google-build-using-namespace): test helpers
 
 // tools/test's tsan pass runs this suite for its threads. Under ThreadSanitizer every socket call
-// and memory access is intercepted, and the bulk of this file's time there (224 of 227 s on the
-// 2-CPU VM of 2026-12-05, against 23 s under ASan) went to moving the large counts, which add
+// and memory access is intercepted, and the bulk of this file's time there (ctest: 224 s, against
+// 23 s under ASan, on the 2-CPU VM of 2026-12-05) went to moving the large counts, which add
 // rounds of the same code, not new interleavings; the main and asan passes run them in full.
 #if defined(__SANITIZE_THREAD__)
 constexpr bool kThreadSanitizer = true;
