@@ -4,6 +4,11 @@
 // With failover off, the loss of any one aggregator fails every rank's call with an error naming
 // it; with failover (docs/failover.md), every call completes with the exact sum.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -429,6 +434,143 @@ TEST(FailoverLiveness, ALateRankIsNoLoss) {
     probes += stats[static_cast<size_t>(r)].liveness_probes;
   }
   EXPECT_GT(probes, 0u);  // the others did probe while rank 3 was away
+}
+
+// An embedded service in a forked process of its own, so that it can be frozen (SIGSTOP): its
+// connections stay up, it answers nothing and aborts nothing. Killed on destruction.
+class FrozenableService {
+ public:
+  FrozenableService() {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {  // the child: serve until killed (by the destructor, or with its parent)
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      close(fds[0]);
+      embedded::ServiceOptions so;
+      so.token = kToken;
+      so.job_timeout_ms = 60000;
+      std::string address;
+      std::unique_ptr<embedded::Service> s;
+      for (int attempt = 0; attempt < 8 && !s; ++attempt) {
+        so.bind_ip = unique_loopback_ip();
+        auto started = embedded::Service::start(so);
+        if (started.ok()) s = std::move(started).value();
+      }
+      if (s) address = s->control_address();
+      (void)!write(fds[1], address.c_str(), address.size() + 1);
+      for (;;) pause();
+    }
+    close(fds[1]);
+    char buf[64] = {};
+    size_t got = 0;
+    pollfd p{fds[0], POLLIN, 0};
+    while (pid_ > 0 && got < sizeof(buf) - 1 && poll(&p, 1, 20000) == 1) {
+      const ssize_t n = read(fds[0], buf + got, sizeof(buf) - 1 - got);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+      if (std::memchr(buf, '\0', got) != nullptr) break;
+    }
+    close(fds[0]);
+    address_ = buf;
+  }
+  ~FrozenableService() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  FrozenableService(const FrozenableService&) = delete;
+  FrozenableService& operator=(const FrozenableService&) = delete;
+  const std::string& address() const { return address_; }  // empty: it did not start
+  void freeze() const { kill(pid_, SIGSTOP); }
+
+ private:
+  pid_t pid_ = -1;
+  std::string address_;
+};
+
+// A rank one call behind when an aggregator freezes: rank 3 hears nothing from aggregator A
+// (results lost to it) in call 2, which ranks 0-2 complete; they freeze A and go on to call 3,
+// one element, which goes to aggregator B only and waits there for rank 3. Nothing of theirs is
+// outstanding on A, yet rank 3's agreement on B needs them: they must notice A's silence from
+// probes of their own. They used not to, the agreement timed out and every rank failed (as a
+// clean-clone run of allreduce_failover_loss1 did once, whose barrier calls are such calls).
+TEST(FailoverLiveness, RanksAheadNoticeAFrozenAggregatorTheyWaitNothingOn) {
+  FrozenableService a;
+  ASSERT_FALSE(a.address().empty()) << "the forked service did not start";
+  auto b = start_service([] {
+    embedded::ServiceOptions so;
+    so.job_timeout_ms = 60000;
+    return so;
+  }());
+  ASSERT_TRUE(b);
+  const size_t count = 4096;  // 8 KiB per aggregator: one window, all of it sent at the call's start
+  std::atomic<bool> deaf{false};
+  std::promise<void> frozen;
+  std::shared_future<void> frozen_f = frozen.get_future().share();
+  Barrier ahead(3);
+  std::vector<std::string> errors(kWorld);
+  std::vector<CommStats> stats(kWorld);
+  std::vector<std::vector<FailoverEvent>> events(kWorld);
+  Barrier done(kWorld);
+  run_ranks(kWorld, [&](int rank) {
+    const auto ri = static_cast<size_t>(rank);
+    CommConfig c = base_config({}, "behind", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kFp32);
+    c.appliances = {{a.address(), 1.0}, {b->control_address(), 1.0}};
+    c.failover_after_ms = 300;
+    c.op_timeout_ms = 20000;
+    c.failover_timeout_ms = 5000;  // what the agreement waited for before every rank failed
+    if (rank == 3) {
+      c.wrap_transport = [&](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
+        return std::make_unique<CutPeer>(std::move(t), /*peer=*/0, &deaf, /*deaf=*/true);
+      };
+    }
+    auto comm = create_or_record(c, &errors[ri], &done);
+    if (!comm) return;
+    auto call = [&](int i, size_t n) {
+      auto buf = make_input(wire::Dtype::kFp32, n, rank, i);
+      Status st;
+      if (rank == 3 && i == 2) {
+        // Its contributions go out with the call's start; its communicator then does nothing
+        // (so declares nothing) until A is frozen: the order of events is fixed.
+        deaf = true;
+        auto id = comm->start_allreduce(buf.data(), buf.data(), n);
+        frozen_f.wait();
+        st = id.ok() ? comm->wait(*id) : id.status();
+      } else {
+        st = comm->allreduce(buf.data(), buf.data(), n);
+      }
+      errors[ri] = call_error(i, st, buf, make_expected(wire::Dtype::kFp32, wire::ReduceOp::kSum, n, kWorld, i));
+    };
+    call(1, count);  // every rank completes rounds on both (what liveness probes resend)
+    if (errors[ri].empty()) call(2, count);
+    if (rank != 3) {
+      ahead.arrive_and_wait();
+      if (rank == 0) {
+        a.freeze();
+        frozen.set_value();
+      }
+    }
+    if (errors[ri].empty()) call(3, 1);
+    if (errors[ri].empty()) call(4, count);  // the job goes on over B alone
+    stats[ri] = comm->stats();
+    events[ri] = comm->failovers();
+    done.arrive_and_wait();
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    const auto ri = static_cast<size_t>(r);
+    EXPECT_EQ(errors[ri], "") << "rank " << r;
+    ASSERT_EQ(events[ri].size(), 1u) << "rank " << r;
+    EXPECT_EQ(events[ri][0].lost, a.address()) << "rank " << r;
+    EXPECT_EQ(events[ri][0].new_home, b->control_address()) << "rank " << r;
+    if (r != 3) {
+      EXPECT_NE(events[ri][0].reason.find("while a call waited elsewhere"), std::string::npos)
+          << "rank " << r << ": " << events[ri][0].reason;
+    }
+    std::printf("rank %d: %s lost after %llu ms (%s), %llu replayed\n", r, events[ri][0].lost.c_str(),
+                static_cast<unsigned long long>(events[ri][0].ms), events[ri][0].reason.c_str(),
+                static_cast<unsigned long long>(events[ri][0].replayed));
+  }
 }
 
 // Runs `stop` on a thread of its own once fire() was called (by a transport, mid-call). finish()

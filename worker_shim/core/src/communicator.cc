@@ -978,14 +978,72 @@ void Communicator::complete(Op& op) {
   op.status = Status();
 }
 
+// Liveness (see Failover), for aggregator `a` (index ai) quiet since `quiet_since`: after a
+// quarter of failover_after_ms of silence, and then every quarter, the round most recently
+// completed there is resent, which a live aggregator answers; nothing heard for failover_after_ms,
+// probes included, declares it lost (true). With nothing completed there yet there is nothing to
+// probe with: unanswered resends count, over four times as long (they cannot tell a late rank
+// from a lost aggregator). `next`: when to look again.
+bool Communicator::check_liveness(size_t ai, uint64_t quiet_since, const char* while_what, uint64_t now,
+                                  uint64_t& next) {
+  Appliance& a = *apps_[ai];
+  const uint64_t after = uint64_t{config_.failover_after_ms} * 1'000'000;
+  const bool probed = a.probe_slot >= 0;
+  if (a.probes_unanswered >= kLivenessProbesBeforeLost && now >= quiet_since + (probed ? after : 4 * after)) {
+    declare_lost(ai, Status::timeout(where(a) + ": answered nothing for " +
+                                     std::to_string((probed ? 1 : 4) * config_.failover_after_ms) + " ms" + while_what +
+                                     ", " + std::to_string(a.probes_unanswered) +
+                                     (probed ? " liveness probes included" : " retransmissions included")));
+    return true;
+  }
+  if (a.probe_slot >= 0 && now >= quiet_since + after / 4) {
+    if (now >= a.next_liveness_ns) {
+      Slot& ps = a.slots[static_cast<size_t>(a.probe_slot)];
+      if (!ps.held && ps.completed_once) {
+        ps.last_retried = false;  // its answer says nothing about the RTO
+        tx_.push_back({a.peer, ps.pkt_buf[ps.last_round & 1], ps.last_len, /*alone=*/true});
+        ++stats_.liveness_probes;
+        ++a.probes_unanswered;
+      }
+      a.next_liveness_ns = now + after / 4;
+    }
+    next = std::min(next, a.next_liveness_ns);
+  } else if (a.probe_slot >= 0) {
+    next = std::min(next, quiet_since + after / 4);
+  }
+  return false;
+}
+
 void Communicator::check_timers(uint64_t now) {
   if (now < next_deadline_ns_) return;
   release_held(now);  // the queue may have drained meanwhile
   if (!failed_.ok()) return;
   uint64_t next = std::numeric_limits<uint64_t>::max();
+  // A call waiting (chunks outstanding somewhere) and the last result from anywhere: an aggregator
+  // with nothing outstanding from this rank is probed too once that is a quarter of
+  // failover_after_ms ago. Its loss would otherwise go unnoticed here while this rank waits on
+  // another aggregator for a rank that waits on the lost one: a rank one call behind (its result
+  // there lost) declares it lost and agrees on the next aggregator, which the ranks ahead, waiting
+  // there for that rank's contribution, never joined (the agreement then timed out and every rank
+  // failed; the job's 1-element barrier calls, whose chunk goes to one aggregator, made this common).
+  bool waiting = false;
+  uint64_t progressed = 0;
+  for (const auto& ap : apps_) {
+    if (ap->lost) continue;
+    waiting = waiting || ap->busy != 0;
+    progressed = std::max(progressed, ap->last_progress_ns);
+  }
   for (size_t ai = 0; ai < apps_.size(); ++ai) {
     Appliance& a = *apps_[ai];
-    if (a.busy == 0 || a.lost) continue;
+    if (a.lost) continue;
+    if (a.busy == 0) {
+      if (waiting && failover_enabled() &&
+          check_liveness(ai, std::max(a.last_heard_ns, progressed), " while a call waited elsewhere", now, next) &&
+          !failed_.ok()) {
+        return;
+      }
+      continue;
+    }
     if (config_.op_timeout_ms != 0) {
       const uint64_t limit = a.last_progress_ns + uint64_t{config_.op_timeout_ms} * 1'000'000;
       if (now >= limit) {
@@ -994,37 +1052,11 @@ void Communicator::check_timers(uint64_t now) {
       }
       next = std::min(next, limit);
     }
-    if (failover_enabled()) {
-      // Liveness (see Failover): quiet for a quarter of failover_after_ms with chunks outstanding,
-      // resend the round most recently completed here, which a live aggregator answers; nothing
-      // heard for failover_after_ms, probes included, declares it lost. With nothing completed
-      // here yet there is nothing to probe with: unanswered resends count, over four times as
-      // long (they cannot tell a late rank from a lost aggregator).
-      const uint64_t after = uint64_t{config_.failover_after_ms} * 1'000'000;
-      const uint64_t quiet_since = std::max(a.last_heard_ns, a.last_progress_ns);
-      const bool probed = a.probe_slot >= 0;
-      if (a.probes_unanswered >= kLivenessProbesBeforeLost && now >= quiet_since + (probed ? after : 4 * after)) {
-        declare_lost(ai, Status::timeout(where(a) + ": answered nothing for " +
-                                         std::to_string((probed ? 1 : 4) * config_.failover_after_ms) + " ms, " +
-                                         std::to_string(a.probes_unanswered) +
-                                         (probed ? " liveness probes included" : " retransmissions included")));
-        continue;
-      }
-      if (a.probe_slot >= 0 && now >= quiet_since + after / 4) {
-        if (now >= a.next_liveness_ns) {
-          Slot& ps = a.slots[static_cast<size_t>(a.probe_slot)];
-          if (!ps.held && ps.completed_once) {
-            ps.last_retried = false;  // its answer says nothing about the RTO
-            tx_.push_back({a.peer, ps.pkt_buf[ps.last_round & 1], ps.last_len, /*alone=*/true});
-            ++stats_.liveness_probes;
-            ++a.probes_unanswered;
-          }
-          a.next_liveness_ns = now + after / 4;
-        }
-        next = std::min(next, a.next_liveness_ns);
-      } else if (a.probe_slot >= 0) {
-        next = std::min(next, quiet_since + after / 4);
-      }
+    // So that a late rank (descheduled, computing) is not taken for a lost aggregator, silence
+    // counts from the last result here or the last packet from it, whichever is later.
+    if (failover_enabled() && check_liveness(ai, std::max(a.last_heard_ns, a.last_progress_ns), "", now, next)) {
+      if (!failed_.ok()) return;
+      continue;
     }
     // Loss notices: holes that results revealed a grace ago and that no repair has answered since.
     if (a.sends_notices()) {

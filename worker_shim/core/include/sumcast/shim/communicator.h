@@ -96,20 +96,22 @@
 // without a qdisc, a fast NIC) never holds anything: its queue is empty whenever it is looked at.
 // Failover (docs/failover.md). With more than one aggregator, the loss of one is survived: it is
 // declared lost when its control connection drops, when it aborts the job (data or control path),
-// or when it answered nothing for failover_after_ms while chunks were outstanding on it, not even
-// a liveness probe (a resend of a round it completed, which a live aggregator answers from its
-// stored result even while the current round waits for a late rank: so a late rank is not taken
-// for a lost aggregator). The rank stops using it and closes its control connection (a frozen
-// aggregator that wakes up then aborts its job, which tells the ranks that had not noticed). The
-// ranks agree through a small job of their own on the first aggregator that is still up (an
-// all-reduce of who is lost, then of each lost aggregator's per-slot first round some rank still
-// needs). The lost aggregator's byte range, with its chunk numbering, moves to a new job on the
-// next aggregator after it that is up (a pure function of the agreed set), with that round as
-// round 0 of each slot. Every rank then resends what some rank lacks: its outstanding chunks, and
-// its last completed round where another rank still needs it (each slot keeps the packets of its
-// last two rounds: a rank that sent round r + 1 on a slot completed round r, and no rank can
-// have completed round r + 1 while another lacks round r, so every needed round is in every
-// rank's slot). A result a rank already holds is never written again. failover_max failovers per
+// or when it answered nothing for failover_after_ms while chunks were outstanding on it, not even a
+// liveness probe (a resend of a round it completed, which a live aggregator answers from its stored
+// result even while the current round waits for a late rank: so a late rank is not taken for a lost
+// aggregator), or while nothing was outstanding on it but a call waited elsewhere with no result
+// from anywhere (so that ranks ahead, waiting on another aggregator for a rank stuck on this one,
+// notice its loss and join that rank's agreement). The rank stops using it and closes its control
+// connection (a frozen aggregator that wakes up then aborts its job, which tells the ranks that had
+// not noticed). The ranks agree through a small job of their own on the first aggregator that is
+// still up (an all-reduce of who is lost, then of each lost aggregator's per-slot first round some
+// rank still needs). The lost aggregator's byte range, with its chunk numbering, moves to a new job
+// on the next aggregator after it that is up (a pure function of the agreed set), with that round
+// as round 0 of each slot. Every rank then resends what some rank lacks: its outstanding chunks,
+// and its last completed round where another rank still needs it (each slot keeps the packets of
+// its last two rounds: a rank that sent round r + 1 on a slot completed round r, and no rank can
+// have completed round r + 1 while another lacks round r, so every needed round is in every rank's
+// slot). A result a rank already holds is never written again. failover_max failovers per
 // communicator, each within failover_timeout_ms; past that, or with no aggregator left, the
 // communicator fails with an error naming what was lost and why (every_aggregator_lost() tells
 // the second case). Nothing in a failover blocks: the agreement and the new home's registration
@@ -353,6 +355,7 @@ class Communicator {
   uint64_t notice_grace_ns(const Appliance& a) const;
   void update_rto(Appliance& a, uint64_t sample_ns);
   void check_timers(uint64_t now);
+  bool check_liveness(size_t ai, uint64_t quiet_since, const char* while_what, uint64_t now, uint64_t& next);
   void poll_control();
   // The descriptors to wait on: the transport's when `with_transport`, the control connections
   // but aggregator `skip`'s.
