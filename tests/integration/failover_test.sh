@@ -82,7 +82,16 @@ case $MODE in
     kill -STOP "$IT_APP_PID"
     rx_at_stop=$(app_rx)
     frames_unanswered() { [ $(($(app_rx) - rx_at_stop)) -ge 8 ]; }
-    it_until 5 frames_unanswered || fail "no frame reached the frozen sumcastd within 5 s"
+    if ! it_until 5 frames_unanswered; then
+      # A rank whose call waits probes it every 125 ms (a quarter of --failover-after-ms; docs/
+      # failover.md, section 1), so silence means no rank's call waited. Resumed, so that the
+      # ranks finish and their logs (above, on failure) say where they were, failovers included.
+      got=$(($(app_rx) - rx_at_stop))
+      kill -CONT "$IT_APP_PID"
+      note "sumcastd resumed; its jobs: $("$SUMCASTCTL" --prefix "$TB_PREFIX" jobs 2>&1 | tr '\n' ' ')"
+      it_wait 60 || true
+      fail "no frame reached the frozen sumcastd within 5 s ($got frames; the ranks' logs say where they were)"
+    fi
     disown "$IT_APP_PID"
     kill -KILL "$IT_APP_PID"
     ;;
