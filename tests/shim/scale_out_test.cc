@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <future>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -176,7 +178,9 @@ INSTANTIATE_TEST_SUITE_P(Victims, AggregatorLost, ::testing::Values(0, 3), [](co
 
 // Drops every packet to and from one transport peer once `cut` is set: the aggregator's link is
 // gone while its control connection stays up (so only silence tells).
-// With `deaf`, only what comes from it is dropped.
+// With `deaf`, only what comes from it is dropped, and `dropped` counts the distinct rounds
+// (slot, round) of the results dropped: repeated answers to this rank's probes of one round
+// count once, so that the count says how many rounds it did not hear.
 class CutPeer final : public ForwardingTransport {
  public:
   CutPeer(std::unique_ptr<Transport> inner, uint32_t peer, std::atomic<bool>* cut, bool deaf = false,
@@ -195,9 +199,13 @@ class CutPeer final : public ForwardingTransport {
     if (!cut_->load()) return n;
     size_t k = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (out[i].peer != peer_) out[k++] = out[i];
+      if (out[i].peer != peer_) {
+        out[k++] = out[i];
+      } else if (!out[i].cnp && out[i].hdr.type == wire::MsgType::kResult) {
+        rounds_.insert((uint64_t{out[i].hdr.slot} << 32) | out[i].hdr.round);
+      }
     }
-    if (dropped_ != nullptr) *dropped_ += n - k;
+    if (dropped_ != nullptr) *dropped_ = rounds_.size();
     return k;
   }
 
@@ -206,6 +214,27 @@ class CutPeer final : public ForwardingTransport {
   std::atomic<bool>* cut_;
   bool deaf_;
   std::atomic<uint64_t>* dropped_;
+  std::set<uint64_t> rounds_;  // (slot, round) of the results dropped
+};
+
+// Counts the results read from one transport peer once `cut` is set.
+class CountFrom final : public ForwardingTransport {
+ public:
+  CountFrom(std::unique_ptr<Transport> inner, uint32_t peer, std::atomic<bool>* cut, std::atomic<uint64_t>* count)
+      : ForwardingTransport(std::move(inner)), peer_(peer), cut_(cut), count_(count) {}
+  size_t receive(std::span<Received> out) override {
+    const size_t n = inner_->receive(out);
+    if (!cut_->load()) return n;
+    for (size_t i = 0; i < n; ++i) {
+      if (out[i].peer == peer_ && !out[i].cnp && out[i].hdr.type == wire::MsgType::kResult) ++*count_;
+    }
+    return n;
+  }
+
+ private:
+  uint32_t peer_;
+  std::atomic<bool>* cut_;
+  std::atomic<uint64_t>* count_;
 };
 
 // Counts rank 0's packets and calls `fire` once, after `after` of them: mid-call.
@@ -308,13 +337,20 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
   const int calls = 8;
   std::atomic<bool> cut{false};
   std::atomic<uint64_t> deaf_dropped{0};
+  std::array<std::atomic<uint64_t>, 3> heard_since_cut{};  // ranks 0-2: the victim's results read since
   std::promise<void> go;
   std::future<void> go_f = go.get_future();
   std::thread stopper([&] {
     go_f.wait();
-    // Let the others complete rounds rank 3 does not hear (bounded: the test checks it happened).
+    // Let the others complete rounds rank 3 does not hear, and read them: a result still in a
+    // socket when the stop's abort is read is a round that rank lacks too, and with every such
+    // round lacked by all, nobody replays a completed one (bounded: the test checks it happened).
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (fc.loss == Loss::kDeafRank && deaf_dropped.load() < 16 && std::chrono::steady_clock::now() < until) {
+    auto heard = [&] {
+      return std::all_of(heard_since_cut.begin(), heard_since_cut.end(), [](const auto& h) { return h.load() >= 8; });
+    };
+    while (fc.loss == Loss::kDeafRank && (deaf_dropped.load() < 16 || !heard()) &&
+           std::chrono::steady_clock::now() < until) {
       std::this_thread::yield();
     }
     if (fc.loss != Loss::kCut) job.services[used[fc.victim]]->stop();
@@ -340,6 +376,8 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
       if (fc.loss == Loss::kCut) t = std::make_unique<CutPeer>(std::move(t), peer, &cut);
       if (fc.loss == Loss::kDeafRank && rank == 3)
         t = std::make_unique<CutPeer>(std::move(t), peer, &cut, true, &deaf_dropped);
+      if (fc.loss == Loss::kDeafRank && rank != 3)
+        t = std::make_unique<CountFrom>(std::move(t), peer, &cut, &heard_since_cut[static_cast<size_t>(rank)]);
       if (rank == 0) t = std::make_unique<Trigger>(std::move(t), 2 * 512 + 200, fire);  // in the third call
       return t;
     };
