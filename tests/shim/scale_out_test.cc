@@ -486,19 +486,13 @@ class FrozenableService {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       close(fds[0]);
       embedded::ServiceOptions so;
-      so.token = kToken;
       so.job_timeout_ms = 60000;
-      std::string address;
-      std::unique_ptr<embedded::Service> s;
-      for (int attempt = 0; attempt < 8 && !s; ++attempt) {
-        so.bind_ip = unique_loopback_ip();
-        auto started = embedded::Service::start(so);
-        if (started.ok()) s = std::move(started).value();
-      }
-      if (s) address = s->control_address();
+      const auto s = start_service(so);
+      const std::string address = s ? s->control_address() : "";
       (void)!write(fds[1], address.c_str(), address.size() + 1);
       for (;;) pause();
     }
+    (void)unique_loopback_ip();  // the address the child took first: not this process's next service's
     close(fds[1]);
     char buf[64] = {};
     size_t got = 0;

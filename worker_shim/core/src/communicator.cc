@@ -1037,11 +1037,10 @@ void Communicator::check_timers(uint64_t now) {
     Appliance& a = *apps_[ai];
     if (a.lost) continue;
     if (a.busy == 0) {
-      if (waiting && failover_enabled() &&
-          check_liveness(ai, std::max(a.last_heard_ns, progressed), " while a call waited elsewhere", now, next) &&
-          !failed_.ok()) {
-        return;
+      if (waiting && failover_enabled()) {
+        check_liveness(ai, std::max(a.last_heard_ns, progressed), " while a call waited elsewhere", now, next);
       }
+      if (!failed_.ok()) return;
       continue;
     }
     if (config_.op_timeout_ms != 0) {
