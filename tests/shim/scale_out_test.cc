@@ -258,15 +258,15 @@ class Trigger final : public ForwardingTransport {
   bool fired_ = false;
 };
 
-// kStopped: it stops (aborting its jobs); kCut: its link is cut; kDeafRank: rank 3 stops hearing
-// it (so the other ranks complete rounds rank 3 lacks, and must replay them), then it stops.
+// kStopped: rank 0 stops hearing it, and once rank 0 missed a result, it stops (aborting its
+// jobs); kCut: its link is cut; kDeafRank: rank 3 stops hearing it (so the other ranks complete
+// rounds rank 3 lacks, and must replay them), then it stops.
 enum class Loss { kStopped, kCut, kDeafRank };
 struct FailoverCase {
   int k;          // appliances before the 4 host aggregators
   size_t victim;  // index among the aggregators used
   Loss loss;
   const char* name;
-  bool replays = true;  // it has chunks outstanding when lost (a host's small share may be done by then)
   // Deterministic summation and non-integer inputs of mixed magnitudes: every rank's result must
   // be bitwise the rank-order sum, which the lost aggregator would have produced.
   bool deterministic = false;
@@ -349,8 +349,13 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
     auto heard = [&] {
       return std::all_of(heard_since_cut.begin(), heard_since_cut.end(), [](const auto& h) { return h.load() >= 8; });
     };
-    while (fc.loss == Loss::kDeafRank && (deaf_dropped.load() < 16 || !heard()) &&
-           std::chrono::steady_clock::now() < until) {
+    // A stop: once rank 0 missed one result of it, so that rank 0 has a chunk outstanding on it
+    // when the stop is read (a stop that falls between two calls' shares of the victim finds none
+    // outstanding anywhere, and nothing is replayed: seen once in CI).
+    auto ready = [&] {
+      return fc.loss == Loss::kDeafRank ? deaf_dropped.load() >= 16 && heard() : deaf_dropped.load() >= 1;
+    };
+    while (fc.loss != Loss::kCut && !ready() && std::chrono::steady_clock::now() < until) {
       std::this_thread::yield();
     }
     if (fc.loss != Loss::kCut) job.services[used[fc.victim]]->stop();
@@ -374,7 +379,7 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
     const auto peer = static_cast<uint32_t>(fc.victim);
     c.wrap_transport = [&, rank, peer](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
       if (fc.loss == Loss::kCut) t = std::make_unique<CutPeer>(std::move(t), peer, &cut);
-      if (fc.loss == Loss::kDeafRank && rank == 3)
+      if ((fc.loss == Loss::kDeafRank && rank == 3) || (fc.loss == Loss::kStopped && rank == 0))
         t = std::make_unique<CutPeer>(std::move(t), peer, &cut, true, &deaf_dropped);
       if (fc.loss == Loss::kDeafRank && rank != 3)
         t = std::make_unique<CountFrom>(std::move(t), peer, &cut, &heard_since_cut[static_cast<size_t>(rank)]);
@@ -410,9 +415,7 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
                 events[ri][0].new_home.c_str(), static_cast<unsigned long long>(events[ri][0].ms),
                 static_cast<unsigned long long>(events[ri][0].replayed), events[ri][0].reason.c_str());
   }
-  if (fc.replays) {
-    EXPECT_GT(replayed, 0u);
-  }
+  EXPECT_GT(replayed, 0u);
   // The others resent rounds they had completed, for rank 3. Rank 3 may resend some too: a result
   // the aggregator sent before the cut that another rank had not read when it heard of the stop
   // (on its control connection, before its socket's queue) is a round rank 3 has and that rank
@@ -433,10 +436,10 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
 INSTANTIATE_TEST_SUITE_P(Losses, AggregatorFailover,
                          ::testing::Values(FailoverCase{2, 0, Loss::kStopped, "ApplianceStopped"},
                                            FailoverCase{2, 0, Loss::kCut, "ApplianceCut"},
-                                           FailoverCase{2, 3, Loss::kStopped, "HostAggregatorStopped", false},
+                                           FailoverCase{2, 3, Loss::kStopped, "HostAggregatorStopped"},
                                            FailoverCase{1, 0, Loss::kStopped, "ApplianceToHosts"},
                                            FailoverCase{2, 0, Loss::kDeafRank, "RoundsOneRankLacks"},
-                                           FailoverCase{2, 0, Loss::kDeafRank, "DeterministicBitwise", true, true}),
+                                           FailoverCase{2, 0, Loss::kDeafRank, "DeterministicBitwise", true}),
                          [](const ::testing::TestParamInfo<FailoverCase>& i) { return std::string(i.param.name); });
 
 // A rank late to a call by several times failover_after_ms is no lost aggregator: the others'
