@@ -342,16 +342,17 @@ TEST_P(AggregatorFailover, EveryCallCompletesExactly) {
   std::future<void> go_f = go.get_future();
   std::thread stopper([&] {
     go_f.wait();
-    // Let the others complete rounds rank 3 does not hear, and read them: a result still in a
-    // socket when the stop's abort is read is a round that rank lacks too, and with every such
-    // round lacked by all, nobody replays a completed one (bounded: the test checks it happened).
+    // When to stop it (bounded: the test checks that what it waits for happened).
+    // kDeafRank: once the others completed rounds rank 3 does not hear, and read them (a result
+    // still in a socket when the stop's abort is read is a round that rank lacks too, and with
+    // every such round lacked by all, nobody replays a completed one).
+    // kStopped: once rank 0 missed one result of it, so that rank 0 has a chunk outstanding on it
+    // when the stop is read (a stop that falls between two calls' shares of the victim finds none
+    // outstanding anywhere, and nothing is replayed: seen once in CI).
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     auto heard = [&] {
       return std::all_of(heard_since_cut.begin(), heard_since_cut.end(), [](const auto& h) { return h.load() >= 8; });
     };
-    // A stop: once rank 0 missed one result of it, so that rank 0 has a chunk outstanding on it
-    // when the stop is read (a stop that falls between two calls' shares of the victim finds none
-    // outstanding anywhere, and nothing is replayed: seen once in CI).
     auto ready = [&] {
       return fc.loss == Loss::kDeafRank ? deaf_dropped.load() >= 16 && heard() : deaf_dropped.load() >= 1;
     };
