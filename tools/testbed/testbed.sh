@@ -4,7 +4,9 @@
 #                     its own namespace); RATE (e.g. 200mbit) shapes every worker link with tbf in
 #                     both directions and the appliance's data link to N x RATE (its tbf bucket N
 #                     times as deep, so that it holds as many milliseconds as the workers' do;
-#                     TB_APP_BURST, e.g. 64kb, sets it). TB_MTU (default
+#                     TB_APP_BURST, e.g. 64kb, sets it; TB_BURST the workers' links', default
+#                     64kb). The switch forwards without the IP layer's netfilter hooks
+#                     (TB_BRIDGE_NF=1: with them, where the kernel has br_netfilter). TB_MTU (default
 #                     1500; e.g. 9000 for jumbo frames) is the MTU of every link, both ends
 #                     (tb_add_node's too); tb_agg_conf follows it (below).
 #   tb_add_node NAME IP [RATE]  one more host on the switch (scale-out aggregation nodes)
@@ -79,6 +81,17 @@ tb_up() {
   _tb_no_ipv6 app
   tb_exec sw ip link add br0 type bridge
   tb_exec sw ip link set br0 up
+  # A switch forwards frames without showing them to the IP layer's netfilter hooks, as
+  # br_netfilter (built into some kernels, this machine's included) does in every namespace: on
+  # the shaped n = 8 bed its hooks ran for every frame the bridge forwarded, in the softirq the
+  # appliance's transmissions pay for (docs/performance.md). The bed's own nftables tables are of
+  # the bridge and netdev families, which need none of it. TB_BRIDGE_NF=1 keeps the kernel's default.
+  if [ "${TB_BRIDGE_NF:-0}" != 1 ]; then
+    local k
+    for k in iptables ip6tables arptables; do
+      tb_exec sw sysctl -qw "net.bridge.bridge-nf-call-$k=0" 2>/dev/null || true  # no br_netfilter: nothing to do
+    done
+  fi
   tb_exec sw ip link set lo up
   tb_exec app ip link set lo up
   # Appliance data link (no IP: sumcastd owns it) and management link (kernel TCP for control).
@@ -112,8 +125,8 @@ tb_up() {
     tb_exec sw ip link set "p$i" master br0
     tb_exec sw ip link set "p$i" up
     if [ -n "$rate" ]; then
-      _tb_shape "$(tb_ns w$i)" "$TB_WORKER_IF" "$rate"
-      _tb_shape "$(tb_ns sw)" "p$i" "$rate"
+      _tb_shape "$(tb_ns w$i)" "$TB_WORKER_IF" "$rate" "${TB_BURST:-}"
+      _tb_shape "$(tb_ns sw)" "p$i" "$rate" "${TB_BURST:-}"
     fi
   done
   if [ -n "$rate" ]; then
