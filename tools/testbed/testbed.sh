@@ -4,8 +4,8 @@
 #                     its own namespace); RATE (e.g. 200mbit) shapes every worker link with tbf in
 #                     both directions and the appliance's data link to N x RATE (its tbf bucket N
 #                     times as deep, so that it holds as many milliseconds as the workers' do;
-#                     TB_APP_BURST, e.g. 64kb, sets it; TB_BURST the workers' links', default
-#                     64kb). The switch forwards without the IP layer's netfilter hooks
+#                     TB_APP_BURST, e.g. 64kb, sets it; TB_BURST the workers' links' and
+#                     tb_add_node's, default 64kb). The switch forwards without the IP layer's netfilter hooks
 #                     (TB_BRIDGE_NF=1: with them, where the kernel has br_netfilter). TB_MTU (default
 #                     1500; e.g. 9000 for jumbo frames) is the MTU of every link, both ends
 #                     (tb_add_node's too); tb_agg_conf follows it (below).
@@ -86,11 +86,9 @@ tb_up() {
   # the shaped n = 8 bed its hooks ran for every frame the bridge forwarded, in the softirq the
   # appliance's transmissions pay for (docs/performance.md). The bed's own nftables tables are of
   # the bridge and netdev families, which need none of it. TB_BRIDGE_NF=1 keeps the kernel's default.
-  if [ "${TB_BRIDGE_NF:-0}" != 1 ]; then
-    local k
-    for k in iptables ip6tables arptables; do
-      tb_exec sw sysctl -qw "net.bridge.bridge-nf-call-$k=0" 2>/dev/null || true  # no br_netfilter: nothing to do
-    done
+  # Without br_netfilter there is nothing to turn off; with it, failing to is an error.
+  if [ "${TB_BRIDGE_NF:-0}" != 1 ] && tb_exec sw test -e /proc/sys/net/bridge/bridge-nf-call-iptables; then
+    tb_exec sw sysctl -qw net.bridge.bridge-nf-call-{iptables,ip6tables,arptables}=0 || return 1
   fi
   tb_exec sw ip link set lo up
   tb_exec app ip link set lo up
@@ -153,8 +151,8 @@ tb_add_node() {
   tb_exec sw ip link set "p$name" master br0
   tb_exec sw ip link set "p$name" up
   if [ -n "$rate" ]; then
-    _tb_shape "$(tb_ns "$name")" "$TB_WORKER_IF" "$rate"
-    _tb_shape "$(tb_ns sw)" "p$name" "$rate"
+    _tb_shape "$(tb_ns "$name")" "$TB_WORKER_IF" "$rate" "${TB_BURST:-}"
+    _tb_shape "$(tb_ns sw)" "p$name" "$rate" "${TB_BURST:-}"
   fi
   _tb_wait_reach "$name" "${TB_WORKER_IP[0]:-$TB_MGMT_IP}"
 }
