@@ -20,6 +20,8 @@
 #      receives no group result and still completes, exact, by unicast answers.
 #   4. A failed job (a rank killed): the survivor fails, and no worker interface keeps a group;
 #      after every phase above, neither (ip maddr).
+#   5. The IGMP frames that reached the appliance's port were counted as not_udp, none as
+#      bad_ip_header.
 #
 # usage: multicast_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR snoop|flood
 set -euo pipefail
@@ -259,4 +261,10 @@ it_wait 30 || fail "the surviving rank did not fail within 30 s"
 [ "${IT_RC[1]}" != 0 ] || fail "rank 1 of the failed job exited 0"
 no_groups_left "a failed job"
 note "failed job: rank 1 exited ${IT_RC[1]}, no group left"
+# 5. IGMP (the members' reports, and in snoop mode the querier's queries: IPv4 with the Router Alert
+# option) reached the appliance's port all along: counted as not_udp, none as a bad IPv4 header.
+igmp=$(it_stat drop_not_udp)
+[ "$(it_stat drop_bad_ip_header)" = 0 ] || fail "appliance counted $(it_stat drop_bad_ip_header) frames as bad_ip_header"
+[ "$igmp" -gt 0 ] || fail "appliance saw no IGMP frame (not_udp 0)"
+note "IGMP at the appliance: $igmp frames counted as not_udp, 0 as bad_ip_header"
 echo "PASS: multicast results ($MODE): n = $sizes x fp32, bf16 x 0%, 1% loss exact with one frame per chunk; two multicast + one unicast job at once; a deaf worker by unicast answers; no membership left"

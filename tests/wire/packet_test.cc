@@ -517,6 +517,24 @@ std::vector<Crafted> crafted_cases() {
       {"IPv4 total length beyond frame",
        [ip](auto& f) { store_be16(ip(f) + 2, static_cast<uint16_t>(f.size() - kEthHeaderLen + 1)); }, "truncated_ip"},
       {"IHL 6", [ip](auto& f) { ip(f)[0] = 0x46; }, "bad_ip_header"},
+      {"IHL 15, total length 59",
+       [ip](auto& f) {
+         ip(f)[0] = 0x4F;
+         store_be16(ip(f) + 2, 59);
+       },
+       "bad_ip_header"},
+      {"IGMP, IHL 6 (Router Alert)",
+       [ip](auto& f) {
+         ip(f)[0] = 0x46;
+         ip(f)[9] = 2;
+       },
+       "not_udp"},
+      {"TCP, IHL 6",
+       [ip](auto& f) {
+         ip(f)[0] = 0x46;
+         ip(f)[9] = 6;
+       },
+       "not_udp"},
       {"IHL 4", [ip](auto& f) { ip(f)[0] = 0x44; }, "bad_ip_header"},
       {"IP version 6", [ip](auto& f) { ip(f)[0] = 0x65; }, "bad_ip_header"},
       {"IPv4 total length 19", [ip](auto& f) { store_be16(ip(f) + 2, 19); }, "bad_ip_header"},

@@ -23,7 +23,7 @@ namespace sumcast::wire {
   X(kTruncatedEth, "truncated_eth") /* shorter than an Ethernet header */      \
   X(kNotIpv4, "not_ipv4")           /* other EtherType (IPv6, LLDP, VLAN) */   \
   X(kTruncatedIp, "truncated_ip")   /* frame ends inside the IPv4 header */    \
-  X(kBadIpHeader, "bad_ip_header")  /* version != 4, IHL != 5, bad total */    \
+  X(kBadIpHeader, "bad_ip_header")  /* version != 4, IHL, bad total */         \
   X(kIpFragment, "ip_fragment")     /* MF set or fragment offset != 0 */       \
   X(kNotUdp, "not_udp")             /* IP protocol is not UDP */               \
   X(kTruncatedUdp, "truncated_udp")                                            \
@@ -187,13 +187,17 @@ inline ParseError parse_frame(std::span<const uint8_t> frame, ParsedPacket* out)
   if (load_be16(p + 12) != kEtherTypeIpv4) return ParseError::kNotIpv4;
   if (n < kIpOffset + kIpv4HeaderLen) return ParseError::kTruncatedIp;
   const uint8_t* ip = p + kIpOffset;
-  if (ip[0] != 0x45) return ParseError::kBadIpHeader;
+  const size_t ihl = size_t{ip[0] & 0x0Fu} * 4;
+  if ((ip[0] >> 4) != 4 || ihl < kIpv4HeaderLen) return ParseError::kBadIpHeader;
   const size_t total = load_be16(ip + 2);
-  if (total < kIpv4HeaderLen || kIpOffset + total > n) {
-    return total < kIpv4HeaderLen ? ParseError::kBadIpHeader : ParseError::kTruncatedIp;
+  if (total < ihl || kIpOffset + total > n) {
+    return total < ihl ? ParseError::kBadIpHeader : ParseError::kTruncatedIp;
   }
   if ((load_be16(ip + 6) & 0x3FFF) != 0) return ParseError::kIpFragment;
+  // A sound header with options carrying another protocol is not malformed: IGMP (Router Alert,
+  // IHL 6), which every multicast querier and member sends and switches flood to the appliance.
   if (ip[9] != kIpProtoUdp) return ParseError::kNotUdp;
+  if (ihl != kIpv4HeaderLen) return ParseError::kBadIpHeader;  // RoCEv2 datagrams carry no options
   out->src_ip = load_be32(ip + 12);
   out->dst_ip = load_be32(ip + 16);
   if (total < kIpv4HeaderLen + kUdpHeaderLen) return ParseError::kTruncatedUdp;
