@@ -5,10 +5,10 @@
 #                     both directions and the appliance's data link to N x RATE (its tbf bucket N
 #                     times as deep, so that it holds as many milliseconds as the workers' do;
 #                     TB_APP_BURST, e.g. 64kb, sets it; TB_BURST the workers' links' and
-#                     tb_add_node's, default 64kb). The switch forwards without the IP layer's netfilter hooks
-#                     (TB_BRIDGE_NF=1: with them, where the kernel has br_netfilter). TB_MTU (default
-#                     1500; e.g. 9000 for jumbo frames) is the MTU of every link, both ends
-#                     (tb_add_node's too); tb_agg_conf follows it (below).
+#                     tb_add_node's, default 64kb). The switch forwards without the IP layer's
+#                     netfilter hooks (TB_BRIDGE_NF=1: with them, where the kernel has
+#                     br_netfilter). TB_MTU (default 1500; e.g. 9000 for jumbo frames) is the MTU of
+#                     every link, both ends (tb_add_node's too); tb_agg_conf follows it (below).
 #   tb_add_node NAME IP [RATE]  one more host on the switch (scale-out aggregation nodes)
 #   tb_gro            the workers' links coalesce what they receive (GRO), as a NIC's do (below)
 #   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables

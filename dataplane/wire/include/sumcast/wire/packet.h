@@ -23,7 +23,7 @@ namespace sumcast::wire {
   X(kTruncatedEth, "truncated_eth") /* shorter than an Ethernet header */      \
   X(kNotIpv4, "not_ipv4")           /* other EtherType (IPv6, LLDP, VLAN) */   \
   X(kTruncatedIp, "truncated_ip")   /* frame ends inside the IPv4 header */    \
-  X(kBadIpHeader, "bad_ip_header")  /* version != 4, IHL, bad total */         \
+  X(kBadIpHeader, "bad_ip_header")  /* version, IHL, total, UDP options */     \
   X(kIpFragment, "ip_fragment")     /* MF set or fragment offset != 0 */       \
   X(kNotUdp, "not_udp")             /* IP protocol is not UDP */               \
   X(kTruncatedUdp, "truncated_udp")                                            \
