@@ -234,13 +234,19 @@ def transport(src, out):
         ratio_wr = u_wr / t_wr if t_wr else 0
         ratio_rw = u_rw / t_rw if t_rw else 0
         payload = rs[0]["udp"]["payload"]
-        summary.append({"path": path, "mtu": rs[0].get("mtu"), "payload": payload, "udp_w2r_gbps": u_wr,
+        gso = bool(rs[0]["udp"].get("gso", False))
+        # Of the UDP packets sent, the share that left in UDP_SEGMENT trains (--gso; 0 without).
+        trains = med(lambda r: r["udp"]["w2r"].get("tx_in_trains", 0)
+                     / max(r["udp"]["w2r"]["tx_pps"] * r["udp"]["seconds"], 1))
+        summary.append({"path": path, "mtu": rs[0].get("mtu"), "payload": payload, "gso": gso,
+                        "udp_tx_in_trains_share": trains, "udp_w2r_gbps": u_wr,
                         "udp_r2w_gbps": u_rw, "tcp_w2r_gbps": t_wr, "tcp_r2w_gbps": t_rw, "udp_lost_pct": lost,
                         "ratio_w2r": ratio_wr, "ratio_r2w": ratio_rw, "udp_worker_cpu_share": cpu, "tries": len(rs)})
         worst = min(ratio_wr, ratio_rw)
         print(f"{path:>8} {rs[0].get('mtu', 0):5} {payload:7} | {u_wr:8.2f} {u_rw:6.2f} {lost:6.1f} | {t_wr:8.2f} "
               f"{t_rw:6.2f} | {ratio_wr:9.2f}x {ratio_rw:4.2f}x | {cpu:10.2f} | {len(rs)} "
-              f"{'(target >= 0.7: reached)' if worst >= 0.7 else '(target 0.7: NOT reached)'}")
+              f"{'(target >= 0.7: reached)' if worst >= 0.7 else '(target 0.7: NOT reached)'}"
+              + (f" UDP_SEGMENT trains: {100 * trains:.0f}% of the worker's packets" if gso else ""))
     print("worker CPU = CPU time the worker thread got over the window (1.00: all of one CPU; less: the machine's other load)")
     print("lost% = datagrams sent but not received in the window (the receiver fell behind; window edges "
           "differ by microseconds between threads)")

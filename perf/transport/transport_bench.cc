@@ -20,7 +20,7 @@
 //   sumcast-transport-bench --proto udp|tcp --worker-ip A --reflector-ip B [options]
 //   --payload B (1024)  --batch N (64: packets per send() call)  --seconds S (3) after
 //   --warmup S (1)  --worker-cpu C (0)  --reflector-cpu C (1)  --tcp-port P (47300)
-//   --reflector-netns NAME  --json
+//   --reflector-netns NAME  --gso (UDP_SEGMENT trains, both transports)  --json
 //
 // Output: one JSON line {"proto","payload","seconds","w2r":{...},"r2w":{...},"worker_cpu_s",
 // "reflector_cpu_s", ...}: per direction tx and rx packets/s and Gbit/s (gradient payload bytes:
@@ -73,6 +73,7 @@ struct Options {
   int worker_cpu = 0;
   int reflector_cpu = 1;
   uint16_t tcp_port = 47300;
+  bool gso = false;  // UDP: both transports send UDP_SEGMENT trains (TransportConfig::gso)
   bool json = false;
 };
 
@@ -95,8 +96,9 @@ uint32_t parse_ip(const std::string& s, const char* what) {
 struct Side {
   uint64_t tx_packets = 0, tx_bytes = 0;  // payload bytes
   uint64_t rx_packets = 0, rx_bytes = 0;
-  uint64_t tx_dropped = 0;  // the transport's tx_dropped (UDP)
-  double cpu_s = 0;         // this thread's CPU time over the window
+  uint64_t tx_dropped = 0;    // the transport's tx_dropped (UDP)
+  uint64_t tx_in_trains = 0;  // packets sent as segments of UDP_SEGMENT trains (UDP, --gso)
+  double cpu_s = 0;           // this thread's CPU time over the window
   std::string error;
 };
 
@@ -171,6 +173,7 @@ struct Window {
     result->rx_packets = now_counts.rx_packets - at_open.rx_packets;
     result->rx_bytes = now_counts.rx_bytes - at_open.rx_bytes;
     result->tx_dropped = now_counts.tx_dropped - at_open.tx_dropped;
+    result->tx_in_trains = now_counts.tx_in_trains - at_open.tx_in_trains;
     result->cpu_s = thread_cpu_s() - cpu_at_open;
     return false;
   }
@@ -178,11 +181,12 @@ struct Window {
 
 // ---- UDP: the worker library's transport, from its factory ----
 
-std::unique_ptr<Transport> open_udp(uint32_t ip, std::string* err) {
+std::unique_ptr<Transport> open_udp(uint32_t ip, bool gso, std::string* err) {
   sumcast::shim::TransportConfig c;
   c.kind = sumcast::shim::TransportKind::kUdp;
   c.bind_ip = ip;
   c.verify_icrc = true;
+  c.gso = gso;
   auto t = sumcast::shim::open_transport(c);
   if (!t.ok()) {
     *err = t.status().to_string();
@@ -197,7 +201,7 @@ void udp_side(Shared& s, bool worker, Side* out) {
   std::string err;
   std::unique_ptr<Transport> t;
   if (pin(worker ? o.worker_cpu : o.reflector_cpu, &err) && (worker || enter_netns(o.reflector_netns, &err))) {
-    t = open_udp(parse_ip(worker ? o.worker_ip : o.reflector_ip, "address"), &err);
+    t = open_udp(parse_ip(worker ? o.worker_ip : o.reflector_ip, "address"), o.gso, &err);
   }
   if (t) (worker ? s.worker_ep : s.reflector_ep) = t->local_endpoint();
   // Both endpoints are needed before either side can name its peer.
@@ -273,6 +277,7 @@ void udp_side(Shared& s, bool worker, Side* out) {
     c.tx_packets = k.tx_packets;
     c.tx_bytes = k.tx_packets * payload;
     c.tx_dropped = k.tx_dropped;
+    c.tx_in_trains = k.gso_segments;
     if (!worker) {  // contributions are rejected after counting: what arrived is rx_packets
       c.rx_packets = k.rx_packets;
       c.rx_bytes = k.rx_packets * payload;
@@ -380,7 +385,8 @@ nlohmann::ordered_json direction(const Side& tx, const Side& rx, double secs) {
       {"rx_gbps", static_cast<double>(rx.rx_bytes) * 8e-9 / secs},
       {"lost_pct",
        tx.tx_packets ? 100.0 * (1.0 - static_cast<double>(rx.rx_packets) / static_cast<double>(tx.tx_packets)) : 0.0},
-      {"tx_dropped", tx.tx_dropped}};
+      {"tx_dropped", tx.tx_dropped},
+      {"tx_in_trains", tx.tx_in_trains}};
 }
 
 }  // namespace
@@ -404,6 +410,7 @@ int main(int argc, char** argv) {
   app.add_option("--reflector-cpu", o.reflector_cpu, "CPU of the reflector thread (default 1)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--tcp-port", o.tcp_port, "the reflector's TCP port (--proto tcp; default 47300)");
+  app.add_flag("--gso", o.gso, "UDP: send UDP_SEGMENT trains (a batch's packets to the peer, as the worker does)");
   app.add_flag("--json", o.json, "print one JSON line instead of the table");
   if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
   parse_ip(o.worker_ip, "--worker-ip");
@@ -424,6 +431,7 @@ int main(int argc, char** argv) {
   const nlohmann::ordered_json out = {{"proto", o.proto},
                                       {"payload", o.payload},
                                       {"batch", o.batch},
+                                      {"gso", o.gso},
                                       {"seconds", secs},
                                       {"worker_ip", o.worker_ip},
                                       {"reflector_ip", o.reflector_ip},

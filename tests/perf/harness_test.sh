@@ -9,7 +9,7 @@
 #                       (checked exactly), Open MPI default and ring, CPU seconds per GB of each,
 #                       the medians of the rounds and each round's ratio (and, relabelled as a
 #                       shaped result, each round's algbw in R)
-#   perf/transport/run  the veth path once (the loopback path is perf_plot's)
+#   perf/transport/run  the veth path once, and once with UDP_SEGMENT trains (the loopback path is perf_plot's)
 # then perf/report.py and perf/plot.py on what they wrote. Needs root (namespaces, hugepages),
 # dpdk-testpmd and mpirun: exits 77 (skipped) saying which is missing.
 #   usage: harness_test.sh     (SUMCAST_SOURCE_DIR, SUMCAST_BINARY_DIR: set by ctest)
@@ -100,9 +100,17 @@ TRANSPORT_PATHS=veth TRANSPORT_SECONDS=0.2 TRANSPORT_WARMUP=0.05 TRANSPORT_REPEA
   { cat "$work/transport.log"; fail "perf/transport/run failed"; }
 jq -e '.summary[0] | .path == "veth" and .udp_w2r_gbps > 0 and .udp_r2w_gbps > 0 and .tcp_w2r_gbps > 0' \
   "$work/transport.json" >/dev/null || { cat "$work/transport.log"; fail "transport.json has no veth row"; }
+# With TRANSPORT_GSO=on the worker's packets leave in UDP_SEGMENT trains (its own counter).
+mkdir -p "$work/gso"
+TRANSPORT_GSO=on TRANSPORT_MTU=9000 TRANSPORT_PAYLOAD=4096 TRANSPORT_PATHS=veth TRANSPORT_SECONDS=0.2 \
+  TRANSPORT_WARMUP=0.05 TRANSPORT_REPEAT=1 PERF_RESULTS="$work/gso" timeout 60 \
+  "$root/perf/transport/run" "$build" >"$work/transport-gso.log" 2>&1 ||
+  { cat "$work/transport-gso.log"; fail "perf/transport/run failed with TRANSPORT_GSO=on"; }
+jq -e '.summary[0] | .gso and .udp_tx_in_trains_share > 0.5 and .udp_r2w_gbps > 0' "$work/gso/transport.json" \
+  >/dev/null || { cat "$work/transport-gso.log"; fail "TRANSPORT_GSO=on: the worker sent no UDP_SEGMENT trains"; }
 
 /usr/bin/python3 "$root/perf/plot.py" "$work" >"$work/plot.log" 2>&1 || { cat "$work/plot.log"; fail "plot.py failed"; }
 for png in memif cluster-unshaped transport; do
   [ -s "$work/$png.png" ] || { cat "$work/plot.log"; fail "plot.py drew no $png.png"; }
 done
-echo "PASS: memif (results per rank and by multicast, with the generator's ceilings), cluster (unshaped, CPU per GB, two rounds) and transport (veth) ran end to end; report and plots drawn"
+echo "PASS: memif (results per rank and by multicast, with the generator's ceilings), cluster (unshaped, CPU per GB, two rounds) and transport (veth, with and without trains) ran end to end; report and plots drawn"

@@ -32,7 +32,7 @@ struct TransportConfig {
   bool recv_ecn = false;      // flag results that arrive marked CE (Received::ce)
   uint32_t busy_poll_us = 0;  // UDP: SO_BUSY_POLL of its sockets (0: off)
   bool gro = true;            // UDP: UDP_GRO where the kernel allows it
-  bool gso = false;           // UDP: UDP_SEGMENT trains (every peer must be sumcastd)
+  bool gso = false;           // UDP: UDP_SEGMENT trains (every peer must accept IP ID k: docs/protocol.md §2.2)
   // verbs
   std::string rdma_device;        // device name; "": the one whose GID table holds bind_ip
   std::string rdma_interface;     // network interface whose RoCEv2 GID to use; "": any

@@ -73,7 +73,7 @@ struct UdpTransportOptions {
   // (raising it may need CAP_NET_ADMIN) fails open() naming the cause.
   uint32_t busy_poll_us = 0;
   bool gro = true;   // UDP_GRO where the kernel allows it (see above); false: one datagram per buffer
-  bool gso = false;  // UDP_SEGMENT trains (see above): every peer must check the ICRC on the real header
+  bool gso = false;  // UDP_SEGMENT trains (see above): every peer must accept the ICRC of IP ID k
   // Tests: stands in for setsockopt(2) where UDP_GRO and UDP_SEGMENT are set (a kernel that
   // refuses them); null: setsockopt.
   int (*offload_setsockopt)(int fd, int level, int name, const void* value, socklen_t len) = nullptr;
