@@ -235,9 +235,7 @@ def transport(src, out):
         ratio_rw = u_rw / t_rw if t_rw else 0
         payload = rs[0]["udp"]["payload"]
         gso = bool(rs[0]["udp"].get("gso", False))
-        # Of the UDP packets sent, the share that left in UDP_SEGMENT trains (--gso; 0 without).
-        trains = med(lambda r: r["udp"]["w2r"].get("tx_in_trains", 0)
-                     / max(r["udp"]["w2r"]["tx_pps"] * r["udp"]["seconds"], 1))
+        trains = med(lambda r: r["udp"]["w2r"].get("tx_in_trains_share", 0))  # left in UDP_SEGMENT trains
         summary.append({"path": path, "mtu": rs[0].get("mtu"), "payload": payload, "gso": gso,
                         "udp_tx_in_trains_share": trains, "udp_w2r_gbps": u_wr,
                         "udp_r2w_gbps": u_rw, "tcp_w2r_gbps": t_wr, "tcp_r2w_gbps": t_rw, "udp_lost_pct": lost,

@@ -3,9 +3,8 @@
 //
 // Two threads, each pinned to its own CPU:
 //   worker     a transport opened by shim::open_transport (kind udp), as the communicator opens
-//              it: builds contributions with build() (ICRC included), sends them in batches with
-//              send() and drains receive() in the same loop (up to 4 batches per batch sent), on
-//              one core
+//              it: builds contributions with build() (ICRC included; with --gso send() stamps it), sends them in
+//              batches with send() and drains receive() in the same loop (up to 4 batches per batch sent), on one core
 //   reflector  a second transport from the same factory, bound to the other address: sends
 //              results to the worker (build() with type result, the worker's job, rank and QPN)
 //              as fast as it can, and drains what the worker sends (the transport rejects
@@ -386,7 +385,8 @@ nlohmann::ordered_json direction(const Side& tx, const Side& rx, double secs) {
       {"lost_pct",
        tx.tx_packets ? 100.0 * (1.0 - static_cast<double>(rx.rx_packets) / static_cast<double>(tx.tx_packets)) : 0.0},
       {"tx_dropped", tx.tx_dropped},
-      {"tx_in_trains", tx.tx_in_trains}};
+      {"tx_in_trains_share",
+       tx.tx_packets ? static_cast<double>(tx.tx_in_trains) / static_cast<double>(tx.tx_packets) : 0.0}};
 }
 
 }  // namespace

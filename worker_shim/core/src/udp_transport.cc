@@ -310,9 +310,7 @@ size_t UdpTransport::build(uint8_t* buf, uint32_t peer, uint32_t dest_qp, uint32
   std::memcpy(buf + wire::kRoceHeadersLen, payload, payload_len);
   const size_t len = wire::roce_len(payload_len);
   std::memset(buf + wire::kRoceHeadersLen + payload_len, 0, len - wire::kRoceHeadersLen - payload_len);
-  // With GSO send() stamps every packet for the IP ID it leaves with: a stamp here would be
-  // overwritten unread (it cost one CRC of every chunk, a third of the worker's).
-  if (gso_stamps_) return len;
+  if (gso_stamps_) return len;  // send() stamps it for the IP ID it leaves with (see GSO in the header)
   // IP ID 0 and DF: what the kernel writes for a DF datagram from an unconnected socket.
   const icrc::UdpFields f{.src_ip = ip_, .dst_ip = p.spec.ip, .src_port = port_, .dst_port = p.spec.udp_port};
   icrc::stamp_udp(f, std::span<uint8_t>(buf, len));
