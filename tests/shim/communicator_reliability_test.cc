@@ -442,7 +442,10 @@ TEST(CommunicatorFailure, ServiceStoppedMidCallFailsEveryRankPromptly) {
 }
 
 // A result that is lost for good (the worker discards every result) exhausts the retry budget:
-// the call fails with Timeout naming the appliance, well within the budget's bound.
+// the call fails with Timeout naming the appliance, well within the budget's bound. The deaf rank
+// starts its call once the service holds rank 0's contribution, so that its first transmission
+// completes the round and its retransmissions find the stored result (a rank 0 that started late,
+// as under TSan, used to leave all of them repeats of a contribution in an open round).
 TEST(CommunicatorFailure, RetryBudgetExhaustionFailsTheCallNamingTheAppliance) {
   constexpr int kWorld = 2;
   auto service = start_service();
@@ -452,10 +455,10 @@ TEST(CommunicatorFailure, RetryBudgetExhaustionFailsTheCallNamingTheAppliance) {
   Barrier done(kWorld);
   run_ranks(kWorld, [&](int rank) {
     CommConfig c = base_config({service.get()}, "deaf", static_cast<uint16_t>(rank), kWorld, wire::Dtype::kInt32);
-    c.rto_initial_us = 1000;
-    c.rto_max_us = 4000;
-    c.retries = 5;
-    if (rank == 1) {
+    if (rank == 1) {  // rank 0 keeps the default budget: it waits for the deaf rank to start
+      c.rto_initial_us = 1000;
+      c.rto_max_us = 4000;
+      c.retries = 5;
       Impairment imp;
       imp.recv_loss = 1.0;
       c.wrap_transport = impair(imp, &impairments);
@@ -467,7 +470,12 @@ TEST(CommunicatorFailure, RetryBudgetExhaustionFailsTheCallNamingTheAppliance) {
       return;
     }
     auto buf = make_input(wire::Dtype::kInt32, 10, rank, 1);
-    if (rank == 1) results[1] = (*comm)->allreduce(buf.data(), buf.data(), 10);
+    if (rank == 1) {
+      const bool first =
+          wait_for([&] { return service->engine_counters().contributions.load() >= 1; }, milliseconds(5000));
+      EXPECT_TRUE(first) << "rank 0's contribution never reached the service";
+      if (first) results[1] = (*comm)->allreduce(buf.data(), buf.data(), 10);
+    }
     if (rank == 0) results[0] = (*comm)->allreduce(buf.data(), buf.data(), 10);
     done.arrive_and_wait();
   });
@@ -475,12 +483,11 @@ TEST(CommunicatorFailure, RetryBudgetExhaustionFailsTheCallNamingTheAppliance) {
   EXPECT_EQ(results[1].code(), StatusCode::kTimeout) << results[1].to_string();
   EXPECT_NE(results[1].message().find(service->control_address()), std::string::npos) << results[1].message();
   EXPECT_NE(results[1].message().find("5 retransmissions"), std::string::npos) << results[1].message();
-  // The deaf rank's losses were on its receive side: the service answered its retransmissions
-  // from the stored result. Not necessarily all 5: one that arrives before rank 0's contribution
-  // completes the round is only a repeat of a contribution. The service counts on its own thread,
-  // possibly after the deaf rank gave up: wait, bounded.
-  EXPECT_TRUE(wait_for([&] { return service->engine_counters().retransmits_answered.load() >= 1; }, milliseconds(5000)))
-      << service->engine_counters().retransmits_answered.load() << " retransmissions answered, want >= 1";
+  // The deaf rank's losses were on its receive side: the service answered its retransmissions from
+  // the stored result, all 5 sent after the round completed (a late resend of rank 0 may add one).
+  // The service counts on its own thread, possibly after the deaf rank gave up: wait, bounded.
+  EXPECT_TRUE(wait_for([&] { return service->engine_counters().retransmits_answered.load() >= 5; }, milliseconds(5000)))
+      << service->engine_counters().retransmits_answered.load() << " retransmissions answered, want 5";
 }
 
 // ---- Loss notices against a scripted appliance --------------------------------------------------
