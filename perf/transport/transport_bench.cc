@@ -3,8 +3,9 @@
 //
 // Two threads, each pinned to its own CPU:
 //   worker     a transport opened by shim::open_transport (kind udp), as the communicator opens
-//              it: builds contributions with build() (ICRC included; with --gso send() stamps it), sends them in
-//              batches with send() and drains receive() in the same loop (up to 4 batches per batch sent), on one core
+//              it: builds contributions with build() (ICRC included; with --gso send() stamps
+//              it), sends them in batches with send() and drains receive() in the same loop (up
+//              to 4 batches per batch sent), on one core
 //   reflector  a second transport from the same factory, bound to the other address: sends
 //              results to the worker (build() with type result, the worker's job, rank and QPN)
 //              as fast as it can, and drains what the worker sends (the transport rejects

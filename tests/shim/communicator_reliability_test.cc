@@ -444,8 +444,7 @@ TEST(CommunicatorFailure, ServiceStoppedMidCallFailsEveryRankPromptly) {
 // A result that is lost for good (the worker discards every result) exhausts the retry budget:
 // the call fails with Timeout naming the appliance, well within the budget's bound. The deaf rank
 // starts its call once the service holds rank 0's contribution, so that its first transmission
-// completes the round and its retransmissions find the stored result (a rank 0 that started late,
-// as under TSan, used to leave all of them repeats of a contribution in an open round).
+// completes the round and each of its retransmissions finds the stored result.
 TEST(CommunicatorFailure, RetryBudgetExhaustionFailsTheCallNamingTheAppliance) {
   constexpr int kWorld = 2;
   auto service = start_service();

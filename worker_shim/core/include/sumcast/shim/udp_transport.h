@@ -25,10 +25,11 @@
 // peer, of one length (the last may be shorter), as one UDP_SEGMENT send; the kernel (or a NIC with
 // UDP segmentation offload) cuts it into datagrams and gives segment k of a train IP ID k, DF kept.
 // The ICRC covers the IP ID, so with GSO build() leaves the ICRC to send(), which stamps packet k
-// of every train for ID k and every packet sent alone for ID 0. sumcastd checks the ICRC against the IPv4 header it
-// received; the kernel-UDP aggregators (embedded service, sumcast-serve, host aggregators) read through sockets and
-// find the IP ID as receive() does. A kernel that refuses UDP_SEGMENT, at open or on a send, leaves the per-datagram
-// path for good (gso_refused = 1, describe() says why).
+// of every train for ID k and every packet sent alone for ID 0. sumcastd checks the ICRC against
+// the IPv4 header it received; the kernel-UDP aggregators (embedded service, sumcast-serve, host
+// aggregators) read through sockets and find the IP ID as receive() does. A kernel that refuses
+// UDP_SEGMENT, at open or on a send, leaves the per-datagram path for good (gso_refused = 1,
+// describe() says why).
 //
 // Multicast results (a peer with a group): one more socket per group, bound to group:4791 with
 // SO_REUSEADDR (several workers, and several jobs, of one host each get their copy; the bound
