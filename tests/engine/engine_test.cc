@@ -1650,6 +1650,59 @@ TEST(EngineTest, LossNoticesFollowEachCoresOwnNumbers) {
   EXPECT_EQ(total_drops(e), 0u);
 }
 
+// A resend that finds the open round holding the rank's contribution (rank 0's stall probe while
+// rank 1 is late) draws a duplicate notice to rank 0 alone, from the core, echoing the chunk, with
+// no payload; the round still completes once, when rank 1's contribution comes, and a resend
+// after that draws the stored result, not a notice. Without the grant the resend draws nothing.
+TEST(EngineTest, DuplicateNoticeTellsAResenderTheOpenRoundHoldsItsContribution) {
+  for (const bool granted : {true, false}) {
+    SCOPED_TRACE(granted ? "notices granted" : "no grant");
+    const EngineOptions o = appliance();
+    Engine e(o);
+    MemoryTxSink tx;
+    JobSpec job = job_spec(35, Dtype::kFp32, ReduceOp::kSum, 3, 8);
+    job.loss_notices = granted;
+    ASSERT_TRUE(e.add_job(job).ok());
+    const Chunk c = chunk_of(11, 8);  // slot 3, round 1: rounds of slot 3 run 0, then 1
+    for (uint16_t r = 0; r < 3; ++r) feed(e, tx, contribution(job, o, r, chunk_of(3, 8), 0));
+    feed(e, tx, contribution(job, o, 0, c, 1));
+    feed(e, tx, contribution(job, o, 2, c, 1));
+    tx.clear();
+    feed(e, tx, contribution(job, o, 0, c, 1));  // rank 0 resends: the round waits for rank 1
+    EXPECT_EQ(get(e.counters().duplicates), 1u);
+    if (granted) {
+      ASSERT_EQ(tx.frames().size(), 1u);
+      const auto p = check_sent_frame(tx.frames()[0].bytes(), job, o, 0, wire::MsgType::kDuplicateNotice);
+      EXPECT_EQ(tx.frames()[0].len, wire::frame_len(0)) << "a notice has no payload";
+      EXPECT_EQ(p.payload_len, 0u);
+      EXPECT_EQ(p.hdr.slot, c.slot);
+      EXPECT_EQ(p.hdr.round, c.round);
+      EXPECT_EQ(p.hdr.flags, c.round & 1) << "the version bit, no transmission number";
+      EXPECT_EQ(p.hdr.status, 0);
+      EXPECT_EQ(p.hdr.coll_seq, c.coll_seq);
+      EXPECT_EQ(p.hdr.elem_offset, c.offset);
+      EXPECT_EQ(p.hdr.elem_count, c.count);
+    } else {
+      EXPECT_TRUE(tx.frames().empty());
+    }
+    EXPECT_EQ(get(e.counters().duplicate_notices_sent), granted ? 1u : 0u);
+    tx.clear();
+    feed(e, tx, contribution(job, o, 1, c, 1));  // the late rank: the round completes
+    const auto results = collect(tx);
+    ASSERT_EQ(results.size(), 3u);
+    for (const auto& kv : results)
+      EXPECT_EQ(payload_of(kv.second.pkt), expected(ReduceOp::kSum, 3, c.slot, c.round, 4));
+    tx.clear();
+    feed(e, tx, contribution(job, o, 0, c, 1));  // a resend now: the stored result, to rank 0
+    ASSERT_EQ(tx.frames().size(), 1u);
+    check_sent_frame(tx.frames()[0].bytes(), job, o, 0, wire::MsgType::kResult);
+    EXPECT_EQ(get(e.counters().retransmits_answered), 1u);
+    EXPECT_EQ(get(e.counters().duplicate_notices_sent), granted ? 1u : 0u);
+    EXPECT_EQ(get(e.counters().loss_notices_sent), 0u);
+    EXPECT_EQ(total_drops(e), 0u);
+  }
+}
+
 // ---- UDP checksums (EngineOptions::udp_checksum; docs/protocol.md §2) ------------------------
 
 // With udp_checksum on, every other kind of frame the engine sends carries the checksum RFC 768

@@ -37,7 +37,8 @@
 //      completed legitimate (slot, round), with that chunk's coll_seq/offset/count and exactly
 //      the expected elements. At the end every rank has the result of every (slot, round).
 //   3. Every other frame sent is a well-formed result or abort of B to a member of B or to B's
-//      group, or an ARP reply from this port; the engine never sends anywhere else.
+//      group, a loss or duplicate notice to a member of B (when B was granted them), or an ARP
+//      reply from this port; the engine never sends anywhere else.
 //   4. Every frame received is accounted exactly once: rx_packets == sum of drops +
 //      contributions + duplicates + retransmits_answered + arp_replies (the tx pool never runs
 //      dry here, so kTxNoBuffer stays 0).
@@ -536,6 +537,13 @@ class Harness {
                              h.flags == (wire::kFlagNoticeSeq | (h.round & 1)) && h.round <= wire::kTxSeqMask &&
                              h.slot == 0 && h.coll_seq == 0 && h.elem_count == 0 && h.elem_offset == 0,
                          "malformed B loss notice (notices %d)", b_.loss_notices ? 1 : 0);
+      return;
+    }
+    if (h.type == wire::MsgType::kDuplicateNotice) {  // to the one rank whose resend an open round held
+      SUMCAST_FUZZ_CHECK(b_.loss_notices && !removing_b && h.rank != wire::kRankMulticast && p.payload_len == 0 &&
+                             h.flags == (h.round & 1) && h.status == 0 && h.slot < kSlotsB &&
+                             h.slot % kCoreCount == kCoreIndex,
+                         "malformed B duplicate notice (notices %d)", b_.loss_notices ? 1 : 0);
       return;
     }
     SUMCAST_FUZZ_CHECK(h.type == wire::MsgType::kResult && !removing_b, "B frame of type %u",

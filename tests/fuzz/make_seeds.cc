@@ -57,7 +57,7 @@ Bytes frame(wire::MsgType type, wire::Dtype dtype, uint16_t count, uint8_t statu
   h.flags = 1;
   h.status = status;
   h.elem_offset = 4096;
-  // A loss notice names its round's elem_count but carries no payload, as an abort (protocol.md §5).
+  // A notice names its round's elem_count but carries no payload, as an abort (protocol.md §5).
   const size_t payload_len = wire::carries_payload(type) ? size_t{h.elem_count} * wire::dtype_size(dtype) : 0;
   Bytes f(wire::frame_len(payload_len) + padding, 0);
   uint8_t* p = wire::write_frame_headers(f.data(), a, h, payload_len);
@@ -96,6 +96,7 @@ bool packet_seeds(const fs::path& dir) {
   ok &= write_file(dir / "result-fp32-16", frame(MsgType::kResult, Dtype::kFp32, 16));
   ok &= write_file(dir / "abort-timeout", frame(MsgType::kAbort, Dtype::kFp32, 0, 1));
   ok &= write_file(dir / "loss-notice-fp32-8", frame(MsgType::kLossNotice, Dtype::kFp32, 8));
+  ok &= write_file(dir / "duplicate-notice-fp32-8", frame(MsgType::kDuplicateNotice, Dtype::kFp32, 8));
   Bytes truncated = frame(MsgType::kContribution, Dtype::kFp32, 4);
   truncated.resize(70);
   ok &= write_file(dir / "truncated-in-deth", truncated);

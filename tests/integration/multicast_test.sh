@@ -13,9 +13,9 @@
 #      rank was granted multicast and received results on the group; no rank dropped a result as
 #      another job's (unknown_job, bad_rank, dtype/op mismatch); and the appliance sent exactly
 #      one frame per completed chunk, to the group (results_sent = group_frames = slots
-#      completed), and nothing else but the unicast answers to retransmissions and loss notices
-#      (tx_packets = group_frames + retransmits_answered + loss_notices_sent + ARP replies + ARP
-#      requests).
+#      completed), and nothing else but the unicast answers to retransmissions, loss and
+#      duplicate notices (tx_packets = group_frames + retransmits_answered + loss_notices_sent +
+#      duplicate_notices_sent + ARP replies + ARP requests).
 #   3. Multicast results dropped (nftables) on the switch port of one worker only: that worker
 #      receives no group result and still completes, exact, by unicast answers.
 #   4. A failed job (a rank killed): the survivor fails, and no worker interface keeps a group;
@@ -80,16 +80,17 @@ check_ranks() {
 check_one_frame_per_chunk() {
   local b=$1 a=$2 rounds=$3 what=$4 k
   declare -A d
-  for k in slots_completed results_sent group_frames tx_packets retransmits_answered loss_notices_sent arp_replies \
-    arp_requests aborts_sent; do
+  for k in slots_completed results_sent group_frames tx_packets retransmits_answered loss_notices_sent \
+    duplicate_notices_sent arp_replies arp_requests aborts_sent; do
     d[$k]=$(($(tot "$a" $k) - $(tot "$b" $k)))
   done
   [ "${d[slots_completed]}" = "$rounds" ] || fail "$what: appliance completed ${d[slots_completed]} chunks, want $rounds"
   [ "${d[results_sent]}" = "$rounds" ] || fail "$what: appliance sent ${d[results_sent]} results for $rounds chunks"
   [ "${d[group_frames]}" = "$rounds" ] || fail "$what: ${d[group_frames]} frames to the groups for $rounds chunks"
   [ "${d[aborts_sent]}" = 0 ] || fail "$what: appliance sent aborts"
-  [ "${d[tx_packets]}" = $((rounds + d[retransmits_answered] + d[loss_notices_sent] + d[arp_replies] + d[arp_requests])) ] ||
-    fail "$what: appliance sent ${d[tx_packets]} frames: not $rounds to the groups + ${d[retransmits_answered]} unicast answers + ${d[loss_notices_sent]} loss notices + ${d[arp_replies]} ARP replies + ${d[arp_requests]} ARP requests"
+  local notices=$((d[loss_notices_sent] + d[duplicate_notices_sent]))
+  [ "${d[tx_packets]}" = $((rounds + d[retransmits_answered] + notices + d[arp_replies] + d[arp_requests])) ] ||
+    fail "$what: appliance sent ${d[tx_packets]} frames: not $rounds to the groups + ${d[retransmits_answered]} unicast answers + ${d[loss_notices_sent]} loss and ${d[duplicate_notices_sent]} duplicate notices + ${d[arp_replies]} ARP replies + ${d[arp_requests]} ARP requests"
   note "$what: $rounds chunks, $rounds frames to the groups, ${d[retransmits_answered]} unicast answers"
 }
 

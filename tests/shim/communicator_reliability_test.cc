@@ -517,13 +517,7 @@ struct Script {
   // Queues the result (the contribution's own payload: only rank 0's answer matters here) for
   // what `s` carried, as the appliance would send it to rank 0.
   void answer(const Sent& s) {
-    Received r;
-    r.peer = 0;
-    r.hdr = s.hdr;
-    r.hdr.type = wire::MsgType::kResult;
-    r.hdr.status = 0;
-    r.hdr.flags = static_cast<uint8_t>(s.hdr.round & 1);
-    r.src_qp = s.dest_qp;
+    Received r = reply(s, wire::MsgType::kResult);
     payloads.push_back(s.payload);
     r.payload = payloads.back().data();
     r.payload_len = static_cast<uint32_t>(payloads.back().size());
@@ -545,6 +539,22 @@ struct Script {
     r.hdr.flags = flags.value_or(static_cast<uint8_t>(wire::kFlagNoticeSeq | (r.hdr.round & 1)));
     r.src_qp = src_qp.value_or(s.dest_qp);
     inbox.push_back(r);
+  }
+  // Queues a duplicate notice for what `s` carried (a resend of it found its round holding rank
+  // 0's contribution), from the core it went to, as the appliance sends it (protocol.md §5, §7).
+  void duplicate(const Sent& s) { inbox.push_back(reply(s, wire::MsgType::kDuplicateNotice)); }
+
+ private:
+  // A frame of `type` echoing the chunk `s` carried, from the core it went to, without payload.
+  static Received reply(const Sent& s, wire::MsgType type) {
+    Received r;
+    r.peer = 0;
+    r.hdr = s.hdr;
+    r.hdr.type = type;
+    r.hdr.status = 0;
+    r.hdr.flags = static_cast<uint8_t>(s.hdr.round & 1);
+    r.src_qp = s.dest_qp;
+    return r;
   }
 };
 
@@ -640,6 +650,20 @@ uint64_t start_sixteen_chunks(Communicator& comm, Script& script, std::vector<fl
   return *id;
 }
 
+// start_sixteen_chunks, then drives rank 0 until its timers resend chunk 0 as the stall probe
+// (within 4 RTOs of `rto`), which must be all that went out again; 0 when it did not come.
+uint64_t start_until_stall_probe(Communicator& comm, Script& script, std::vector<float>& buf, milliseconds rto) {
+  const uint64_t id = start_sixteen_chunks(comm, script, buf);
+  if (id == 0) return 0;
+  if (!drive(
+          comm, id, [&] { return script.of(0, 0).size() >= 2; }, rto * 4)) {
+    ADD_FAILURE() << "no stall probe";
+    return 0;
+  }
+  EXPECT_EQ(script.sent.size(), 9u) << "more than the probe went out";
+  return id;
+}
+
 // One progress step of rank 0: it takes what the script queued (the call must not finish).
 void step(Communicator& comm, uint64_t id) {
   Status st;
@@ -722,12 +746,8 @@ TEST(CommunicatorTimers, AnAnsweredStallProbeIsNoEvidenceWhileTheChunksSentWithI
       "stallprobe", false,
       [kRto](Communicator& comm, Script& script) {
         std::vector<float> buf;
-        const uint64_t id = start_sixteen_chunks(comm, script, buf);
+        const uint64_t id = start_until_stall_probe(comm, script, buf, kRto);
         ASSERT_NE(id, 0u);
-        ASSERT_TRUE(drive(
-            comm, id, [&] { return script.of(0, 0).size() >= 2; }, kRto * 4))
-            << "no stall probe";
-        EXPECT_EQ(script.sent.size(), 9u) << "more than the probe went out";
         script.answer(*script.of(0, 0).at(0));
         step(comm, id);
         auto last_answer = Clock::now();
@@ -761,6 +781,65 @@ TEST(CommunicatorTimers, AnAnsweredStallProbeIsNoEvidenceWhileTheChunksSentWithI
         c.rto_initial_us = static_cast<uint32_t>(std::chrono::microseconds(kRto).count());
         c.rto_max_us = c.rto_initial_us;  // backoffs stay at kRto: the trickle spans two of them
       });
+}
+
+// The same stall, with notices granted, and then nothing more answered: chunk 0's stall probe
+// answered, but chunks 1..7's rounds still wait for the late rank. The answer is the first
+// transmission's, no evidence against chunks 1..7, where the appliance said so (a duplicate
+// notice: the probe found chunk 0's round holding its first copy) or where the probe's own answer
+// came after that (the round had completed before the probe arrived, and its answer repeats the
+// result): over three RTOs every retransmission stays a stall probe. Without either, the answered
+// probe is evidence once its RTO passed, and chunks 1..7 are presumed lost and resent (what the
+// notice is for: allreduce_drops under ASan, where a rank stalled again for longer than that after
+// its probe's answer).
+TEST(CommunicatorTimers, AProbeTheRoundHeldAlreadyIsNoEvidenceAgainstTheChunksSentBeforeIt) {
+  constexpr auto kRto = milliseconds(200);
+  enum class Then { kDuplicateNotice, kAnsweredTwice, kNothing };
+  for (const Then then : {Then::kDuplicateNotice, Then::kAnsweredTwice, Then::kNothing}) {
+    const bool first_copys = then != Then::kNothing;  // the answer is known to be the first copy's
+    const char* name = then == Then::kDuplicateNotice ? "dupnotice"
+                       : then == Then::kAnsweredTwice ? "twice"
+                                                      : "nothing";
+    SCOPED_TRACE(name);
+    with_scripted_rank0(
+        name, true,
+        [kRto, then, first_copys](Communicator& comm, Script& script) {
+          std::vector<float> buf;
+          const uint64_t id = start_until_stall_probe(comm, script, buf, kRto);
+          ASSERT_NE(id, 0u);
+          ASSERT_EQ(script.sent.size(), 9u);
+          if (then == Then::kDuplicateNotice) script.duplicate(*script.of(0, 0).at(1));
+          script.answer(*script.of(0, 0).at(0));
+          if (then == Then::kAnsweredTwice) script.answer(*script.of(0, 0).at(1));
+          step(comm, id);
+          const auto answered = Clock::now();
+          const bool presumed = drive(
+              comm, id,
+              [&] {
+                const CommStats now = comm.stats();
+                return now.retransmissions > now.stall_probes || Clock::now() >= answered + kRto * 3;
+              },
+              kRto * 4);
+          ASSERT_TRUE(presumed);
+          const CommStats s = comm.stats();
+          if (first_copys) {
+            EXPECT_EQ(s.retransmissions, s.stall_probes)
+                << s.retransmissions - s.stall_probes << " chunks presumed lost on a probe the round held";
+            EXPECT_GE(s.stall_probes, 2u) << "the next oldest chunk was not probed";
+            for (uint16_t slot = 2; slot < 8; ++slot) {  // chunk 1, the oldest, is the probe
+              EXPECT_EQ(script.of(slot, 0).size(), 1u) << "chunk " << slot << " resent";
+            }
+          } else {
+            EXPECT_GT(s.retransmissions, s.stall_probes) << "the answered probe was never taken as evidence";
+            EXPECT_GE(Clock::now() - answered, kRto) << "presumed lost within the probe's RTO";
+          }
+          EXPECT_EQ(s.transport.drops[static_cast<size_t>(DropReason::kBadType)], 0u);
+        },
+        [kRto](CommConfig& c) {
+          c.rto_initial_us = static_cast<uint32_t>(std::chrono::microseconds(kRto).count());
+          c.rto_max_us = c.rto_initial_us;
+        });
+  }
 }
 
 // With notices granted, a hole that results reveal (chunk 0 unanswered while chunks 1..7 are

@@ -272,39 +272,44 @@ TEST(UdpTransport, ReceiveAcceptsValidResultsAndCountsEachRejection) {
   EXPECT_EQ(drops(DropReason::kTruncatedBth), 1u);
 }
 
-// A loss notice (docs/protocol.md §7: the open round's header, no payload) to our rank is handed on
-// and counted; one to another rank, to the group's rank, or carrying a payload is dropped.
-TEST(UdpTransport, LossNoticesToOurRankAreHandedOnAndBadOnesCounted) {
-  auto t = open_transport();
-  ASSERT_TRUE(t);
-  Appliance app;
-  ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
-  const Endpoint me = t->local_endpoint();
-  wire::SumcastHeader notice = result_header(1);
-  notice.type = wire::MsgType::kLossNotice;
-  app.send_to(me, app.result(me, notice, me.qpn, kQkey, {}));  // accepted
-  wire::SumcastHeader other = notice;
-  other.rank = 0;
-  app.send_to(me, app.result(me, other, me.qpn, kQkey, {}));  // bad_rank
-  other.rank = wire::kRankMulticast;
-  app.send_to(me, app.result(me, other, me.qpn, kQkey, {}));  // bad_rank: notices are unicast
-  notice.elem_count = 1;
-  app.send_to(me, app.result(me, notice, me.qpn, kQkey, {0, 0, 128, 63}));  // bad_length
-  std::vector<std::vector<uint8_t>> payloads;
-  auto got = receive_n(*t, 4, &payloads);
-  const TransportCounters& c = t->counters();
-  EXPECT_EQ(c.rx_packets, 4u);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].hdr.type, wire::MsgType::kLossNotice);
-  EXPECT_EQ(got[0].hdr.slot, 3);
-  EXPECT_EQ(got[0].hdr.round, 5u);
-  EXPECT_EQ(got[0].hdr.elem_count, 4u);
-  EXPECT_EQ(got[0].hdr.elem_offset, 1024u);
-  EXPECT_EQ(got[0].payload_len, 0u);
-  EXPECT_EQ(c.loss_notices, 1u);
-  EXPECT_EQ(c.results, 0u);
-  EXPECT_EQ(c.drops[static_cast<size_t>(DropReason::kBadRank)], 2u);
-  EXPECT_EQ(c.drops[static_cast<size_t>(DropReason::kBadLength)], 1u);
+// A notice (docs/protocol.md §7, loss or duplicate: a header, no payload) to our rank is handed on
+// and counted as its kind; one to another rank, to the group's rank, or carrying a payload is
+// dropped.
+TEST(UdpTransport, NoticesToOurRankAreHandedOnAndBadOnesCounted) {
+  for (const wire::MsgType type : {wire::MsgType::kLossNotice, wire::MsgType::kDuplicateNotice}) {
+    SCOPED_TRACE(static_cast<int>(type));
+    auto t = open_transport();
+    ASSERT_TRUE(t);
+    Appliance app;
+    ASSERT_TRUE(t->add_peer(peer_of(app)).ok());
+    const Endpoint me = t->local_endpoint();
+    wire::SumcastHeader notice = result_header(1);
+    notice.type = type;
+    app.send_to(me, app.result(me, notice, me.qpn, kQkey, {}));  // accepted
+    wire::SumcastHeader other = notice;
+    other.rank = 0;
+    app.send_to(me, app.result(me, other, me.qpn, kQkey, {}));  // bad_rank
+    other.rank = wire::kRankMulticast;
+    app.send_to(me, app.result(me, other, me.qpn, kQkey, {}));  // bad_rank: notices are unicast
+    notice.elem_count = 1;
+    app.send_to(me, app.result(me, notice, me.qpn, kQkey, {0, 0, 128, 63}));  // bad_length
+    std::vector<std::vector<uint8_t>> payloads;
+    auto got = receive_n(*t, 4, &payloads);
+    const TransportCounters& c = t->counters();
+    EXPECT_EQ(c.rx_packets, 4u);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].hdr.type, type);
+    EXPECT_EQ(got[0].hdr.slot, 3);
+    EXPECT_EQ(got[0].hdr.round, 5u);
+    EXPECT_EQ(got[0].hdr.elem_count, 4u);
+    EXPECT_EQ(got[0].hdr.elem_offset, 1024u);
+    EXPECT_EQ(got[0].payload_len, 0u);
+    EXPECT_EQ(c.loss_notices, type == wire::MsgType::kLossNotice ? 1u : 0u);
+    EXPECT_EQ(c.duplicate_notices, type == wire::MsgType::kDuplicateNotice ? 1u : 0u);
+    EXPECT_EQ(c.results, 0u);
+    EXPECT_EQ(c.drops[static_cast<size_t>(DropReason::kBadRank)], 2u);
+    EXPECT_EQ(c.drops[static_cast<size_t>(DropReason::kBadLength)], 1u);
+  }
 }
 
 // A CNP (no Sumcast header: the peer is the appliance at its source) to our QP is handed on as

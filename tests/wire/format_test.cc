@@ -74,7 +74,7 @@ TEST(WireFormat, ValidityPredicatesStopAtTheLastEnumerator) {
     EXPECT_EQ(is_valid_dtype(b), v <= static_cast<int>(Dtype::kFp64)) << v;
     EXPECT_EQ(is_valid_op(b), v <= static_cast<int>(ReduceOp::kMax)) << v;
     EXPECT_EQ(is_valid_msg_type(b),
-              v >= static_cast<int>(MsgType::kContribution) && v <= static_cast<int>(MsgType::kLossNotice))
+              v >= static_cast<int>(MsgType::kContribution) && v <= static_cast<int>(MsgType::kDuplicateNotice))
         << v;
   }
 }
@@ -103,6 +103,7 @@ TEST(WireFormat, TransmissionNumbersTakeStatusAndTheFlagsAboveTheVersionBit) {
   EXPECT_TRUE(carries_payload(MsgType::kResult));
   EXPECT_FALSE(carries_payload(MsgType::kAbort));
   EXPECT_FALSE(carries_payload(MsgType::kLossNotice));
+  EXPECT_FALSE(carries_payload(MsgType::kDuplicateNotice));
 }
 
 TEST(WireFormat, NamesAreDistinctAndKnown) {

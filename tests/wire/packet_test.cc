@@ -258,24 +258,30 @@ TEST(ParseFrame, AcceptsResultsAndPayloadlessAborts) {
   EXPECT_EQ(pp.payload_len, 0u);
 }
 
-// A loss notice names the open round's chunk (elem_count included) and carries no payload.
-TEST(ParseFrame, AcceptsPayloadlessLossNoticesThatNameAChunk) {
-  SumcastHeader n = test_header(Dtype::kFp16, 300);
-  n.type = MsgType::kLossNotice;
-  n.slot = 5;
-  n.round = 7;
-  n.flags = kFlagSlotVersion;
-  n.elem_offset = 4096;
-  ParsedPacket pp;
-  auto f = build_frame(test_addressing(), n, {});
-  ASSERT_EQ(name_of(parse(f, &pp)), "ok");
-  EXPECT_EQ(pp.hdr.type, MsgType::kLossNotice);
-  EXPECT_EQ(pp.hdr.elem_count, 300u);
-  EXPECT_EQ(pp.hdr.slot, 5u);
-  EXPECT_EQ(pp.hdr.round, 7u);
-  EXPECT_EQ(pp.hdr.elem_offset, 4096u);
-  EXPECT_EQ(pp.payload_len, 0u);
-  EXPECT_EQ(f.size(), frame_len(0));
+// A notice (loss or duplicate) may name a chunk (elem_count included) and carries no payload;
+// one with the payload its elem_count would have is malformed.
+TEST(ParseFrame, AcceptsPayloadlessNoticesThatNameAChunk) {
+  for (const MsgType type : {MsgType::kLossNotice, MsgType::kDuplicateNotice}) {
+    SCOPED_TRACE(static_cast<int>(type));
+    SumcastHeader n = test_header(Dtype::kFp16, 300);
+    n.type = type;
+    n.slot = 5;
+    n.round = 7;
+    n.flags = kFlagSlotVersion;
+    n.elem_offset = 4096;
+    ParsedPacket pp;
+    auto f = build_frame(test_addressing(), n, {});
+    ASSERT_EQ(name_of(parse(f, &pp)), "ok");
+    EXPECT_EQ(pp.hdr.type, type);
+    EXPECT_EQ(pp.hdr.elem_count, 300u);
+    EXPECT_EQ(pp.hdr.slot, 5u);
+    EXPECT_EQ(pp.hdr.round, 7u);
+    EXPECT_EQ(pp.hdr.elem_offset, 4096u);
+    EXPECT_EQ(pp.payload_len, 0u);
+    EXPECT_EQ(f.size(), frame_len(0));
+    f = build_frame(test_addressing(), n, std::vector<uint8_t>(600, 0));
+    EXPECT_EQ(name_of(parse(f, &pp)), "bad_length");
+  }
 }
 
 TEST(ParseFrame, PsnAndQpnsAreTwentyFourBits) {
@@ -594,7 +600,7 @@ std::vector<Crafted> crafted_cases() {
       {"version 2", [](auto& f) { set_sumcast(f, 0, 2); }, "bad_version"},
       {"version 255", [](auto& f) { set_sumcast(f, 0, 255); }, "bad_version"},
       {"type 0", [](auto& f) { set_sumcast(f, 1, 0); }, "bad_type"},
-      {"type 5", [](auto& f) { set_sumcast(f, 1, 5); }, "bad_type"},
+      {"type 6", [](auto& f) { set_sumcast(f, 1, 6); }, "bad_type"},
       {"type 255", [](auto& f) { set_sumcast(f, 1, 255); }, "bad_type"},
       {"dtype 5", [](auto& f) { set_sumcast(f, 2, 5); }, "bad_dtype"},
       {"dtype 255", [](auto& f) { set_sumcast(f, 2, 255); }, "bad_dtype"},

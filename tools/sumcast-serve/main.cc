@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "sumcast-serve: engine: contributions %llu, rounds completed %llu, duplicates %llu, retransmissions "
-      "answered %llu, results sent %llu, loss notices sent %llu; dropped:%s\n",
+      "answered %llu, results sent %llu, loss notices sent %llu, duplicate notices sent %llu; dropped:%s\n",
       get(e.contributions), get(e.slots_completed), get(e.duplicates), get(e.retransmits_answered), get(e.results_sent),
-      get(e.loss_notices_sent), drops.empty() ? " none" : drops.c_str());
+      get(e.loss_notices_sent), get(e.duplicate_notices_sent), drops.empty() ? " none" : drops.c_str());
   return 0;
 }

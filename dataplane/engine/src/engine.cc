@@ -278,6 +278,7 @@ struct Engine::Impl {
   void apply(Pending& c, TxSink& tx);
   void contribute(Pending& c, TxSink& tx);
   void notice_loss(Job& j, const Pending& c, TxSink& tx);
+  void notice_duplicate(const Job& j, const wire::SumcastHeader& h, TxSink& tx);
   void complete(Job& j, uint32_t local, uint16_t slot, unsigned parity, Version& v, TxSink& tx);
   static void sum_staged(const Job& j, uint32_t local, unsigned parity, size_t elems);
   wire::Addressing addressing(const Job& j, uint16_t rank) const;
@@ -510,6 +511,7 @@ void Engine::Impl::contribute(Pending& c, TxSink& tx) {
     if (v.state == VersionState::kOpen) {
       if ((word & bit) != 0) {
         bump(counters.duplicates);
+        if (j.notices) notice_duplicate(j, h, tx);
         return;
       }
       if (!same_chunk(v, h)) {
@@ -601,6 +603,19 @@ void Engine::Impl::notice_loss(Job& j, const Pending& c, TxSink& tx) {
       bump(progress[j.index].loss_notices);
     }
   }
+}
+
+// A contribution of member A to an open round that already holds A's: a resend (a stall probe, or
+// a repair the round turned out not to need) or a duplicated frame. A alone is told (a duplicate
+// notice echoing the chunk, docs/protocol.md §7), so that the result this round sends later is
+// not taken for the answer to the resend: an answered resend is the worker's evidence that what
+// it sent before the resend was lost, and here nothing was, the round waits for other ranks.
+void Engine::Impl::notice_duplicate(const Job& j, const wire::SumcastHeader& h, TxSink& tx) {
+  wire::SumcastHeader n = h;
+  n.type = wire::MsgType::kDuplicateNotice;
+  n.flags = static_cast<uint8_t>(h.round & 1);
+  n.status = 0;
+  if (emit(j, n, nullptr, 0, h.rank, tx)) bump(counters.duplicate_notices_sent);
 }
 
 // Deterministic jobs: the accumulator becomes ((x_0 op x_1) op x_2) ... op x_{world-1}, with the

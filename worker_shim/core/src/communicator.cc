@@ -80,9 +80,10 @@ struct Communicator::Op {
 struct Communicator::Slot {
   bool busy = false;
   bool completed_once = false;
-  uint32_t last_round = 0;    // the last round whose result arrived
-  bool last_retried = false;  // ... and it had been retransmitted
-  uint64_t g = 0;             // chunk index carried now (or last)
+  uint32_t last_round = 0;        // the last round whose result arrived
+  bool last_retried = false;      // ... and it had been retransmitted
+  uint64_t last_round_tx_ns = 0;  // ... and when its last transmission left
+  uint64_t g = 0;                 // chunk index carried now (or last)
   uint32_t round = 0;
   uint32_t coll_seq = 0;
   uint64_t elem_offset = 0;
@@ -98,6 +99,10 @@ struct Communicator::Slot {
   uint32_t rto_us = 0;
   uint32_t retries = 0;
   bool fast_retried = false;  // the latest transmission was a fast retransmission or a loss notice's
+  // With notices: a duplicate notice said the appliance holds this round's contribution already (a
+  // resend found it there), so the result, when it comes, answers the first transmission, not a
+  // resend, and is no evidence that chunks sent before the resend were lost (see Timers).
+  bool dup_noticed = false;
   // With loss notices: when results first showed this transmission unanswered (0: not yet); it is
   // resent when that is a grace ago (see Loss notices in the header).
   uint64_t revealed_ns = 0;
@@ -647,6 +652,7 @@ void Communicator::send_first(Appliance& a, Slot& sl, uint64_t now) {
   ++a.busy;
   sl.retries = 0;
   sl.fast_retried = false;
+  sl.dup_noticed = false;
   sl.revealed_ns = 0;
   sl.rto_us = a.rto_us;
   sl.sent_ns = now;
@@ -799,12 +805,25 @@ void Communicator::on_received(uint64_t now) {
         }
         continue;
       }
+      if (r.hdr.type == wire::MsgType::kDuplicateNotice && !a.grant.loss_notices) {  // as for loss notices
+        ++comm_drops_[static_cast<size_t>(DropReason::kBadType)];
+        continue;
+      }
       if (r.hdr.slot >= a.slot_count) {
         ++comm_drops_[static_cast<size_t>(DropReason::kBadSlot)];
         continue;
       }
       Slot& sl = a.slots[r.hdr.slot];
       const uint32_t round = r.hdr.round + a.round_base[r.hdr.slot];  // the absolute round
+      if (r.hdr.type == wire::MsgType::kDuplicateNotice) {
+        // For the round this slot carries: its answer is the first transmission's. Any other
+        // (answered since, or a replayed round's) says nothing more.
+        if (sl.busy && !sl.held && round == sl.round && r.hdr.coll_seq == sl.coll_seq &&
+            r.hdr.elem_offset == sl.elem_offset && r.hdr.elem_count == sl.elem_count) {
+          sl.dup_noticed = true;
+        }
+        continue;
+      }
       if (sl.held && round == sl.last_round) {  // another rank's round, replayed: this rank has its result
         sl.held = false;
         --a.busy;
@@ -820,6 +839,10 @@ void Communicator::on_received(uint64_t now) {
           if (sl.last_retried) {  // both the first answer and a retransmission's came: spurious
             sl.last_retried = false;
             ++stats_.spurious_retransmissions;
+            // The answer taken first was the first transmission's: the resend proves nothing
+            // about the chunks sent before it (see Timers). Other evidence it replaced goes too:
+            // the timers' probes gather it again if there was a loss.
+            if (a.retx_answered_tx_ns == sl.last_round_tx_ns) a.retx_answered_tx_ns = 0;
             if (!sl.fast_retried) {  // the RTO fired too early (a fast one says nothing about it)
               a.rto_floor_us = std::min(config_.rto_max_us, a.rto_floor_us + a.rto_floor_us / 2);
               a.rto_us = std::max(a.rto_us, a.rto_floor_us);
@@ -841,10 +864,12 @@ void Communicator::on_received(uint64_t now) {
       // probe's round completes when the late rank's contribution arrives), so its last
       // transmission proves something about the chunks sent before it only if their answers do
       // not follow within a grace (check_timers); taking it at once turned every answered stall
-      // probe into a window's worth of presumed losses, all spurious.
+      // probe into a window's worth of presumed losses, all spurious. With notices the appliance
+      // says so when a resend found the round holding the first copy (a duplicate notice): then
+      // the answer is the first copy's and proves nothing about the resend.
       a.answered_tx_ns = std::max(a.answered_tx_ns, sl.sent_ns);
-      if (sl.retries == 0) a.first_answered_at_ns = now;
-      if (sl.retries != 0 && sl.last_tx_ns > a.retx_answered_tx_ns) {
+      if (sl.retries == 0 || sl.dup_noticed) a.first_answered_at_ns = now;
+      if (sl.retries != 0 && !sl.dup_noticed && sl.last_tx_ns > a.retx_answered_tx_ns) {
         a.retx_answered_tx_ns = sl.last_tx_ns;
         a.retx_answered_at_ns = now;
         a.retx_grace_ns = uint64_t{std::max(a.rto_us, sl.rto_us)} * 1000;
@@ -853,6 +878,7 @@ void Communicator::on_received(uint64_t now) {
       sl.completed_once = true;
       sl.last_round = sl.round;
       sl.last_retried = sl.retries != 0;
+      sl.last_round_tx_ns = sl.last_tx_ns;
       sl.last_g = sl.g;
       sl.last_coll_seq = sl.coll_seq;
       sl.last_elem_offset = sl.elem_offset;
@@ -1755,6 +1781,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::stat_list() const {
                                                         [](const ApplianceInfo& i) { return i.grant.multicast; }))},
       {"rx_aborts", s.transport.aborts},
       {"rx_loss_notices", s.transport.loss_notices},
+      {"rx_duplicate_notices", s.transport.duplicate_notices},
       {"failovers", s.failovers},
       {"replayed_chunks", s.replayed_chunks},
       {"replayed_completed", s.replayed_completed},

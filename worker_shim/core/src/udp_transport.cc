@@ -604,9 +604,9 @@ bool UdpTransport::accept(const Datagram& d, Received* r) {
     return false;
   }
   bool ce = false;
-  const bool notice = pp.hdr.type == wire::MsgType::kLossNotice;
+  const bool notice = pp.hdr.type == wire::MsgType::kLossNotice || pp.hdr.type == wire::MsgType::kDuplicateNotice;
   if (pp.hdr.type == wire::MsgType::kResult || notice) {
-    // A loss notice goes to one rank, never to the group.
+    // A notice goes to one rank, never to the group.
     const bool ours = notice  ? !group && pp.hdr.rank == ps.rank
                       : group ? pp.hdr.rank == wire::kRankMulticast
                               : pp.hdr.rank == ps.rank || pp.hdr.rank == wire::kRankMulticast;
@@ -623,7 +623,7 @@ bool UdpTransport::accept(const Datagram& d, Received* r) {
       return false;
     }
     if (notice) {
-      ++counters_.loss_notices;
+      ++(pp.hdr.type == wire::MsgType::kLossNotice ? counters_.loss_notices : counters_.duplicate_notices);
     } else {
       ++counters_.results;
       if (group) ++counters_.group_results;

@@ -39,6 +39,8 @@
   X(cnps_sent, kCounter, kJsonOnly, "RoCEv2 CNPs sent to senders of CE-marked contributions.")                 \
   X(loss_notices_sent, kCounter, kJsonOnly,                                                                          \
     "Loss notices sent: a rank's later chunk arrived while its contribution to an open round was missing.")         \
+  X(duplicate_notices_sent, kCounter, kJsonOnly,                                                                          \
+    "Duplicate notices sent: a rank resent a contribution the open round already held (a stall, not a loss).")    \
   X(jobs_active, kGauge, kAlways, "Jobs installed on the engine core.")
 
 // Counted by the port layer around the engine (PortCounters fields), after the drop reasons.

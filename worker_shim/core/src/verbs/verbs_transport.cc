@@ -504,9 +504,9 @@ size_t VerbsTransport::receive(std::span<Received> out) {
       why = DropReason::kUnknownJob;
     } else if (h.type == wire::MsgType::kContribution) {
       why = DropReason::kNotResult;
-    } else if (h.type == wire::MsgType::kResult || h.type == wire::MsgType::kLossNotice) {
+    } else if (h.type != wire::MsgType::kAbort) {  // a result or a notice (loss, held)
       const PeerSpec& ps = s.peers[static_cast<size_t>(peer)].spec;
-      if (h.rank != ps.rank && (h.rank != wire::kRankMulticast || h.type == wire::MsgType::kLossNotice))
+      if (h.rank != ps.rank && (h.rank != wire::kRankMulticast || h.type != wire::MsgType::kResult))
         why = DropReason::kBadRank;
       else if (h.dtype != ps.dtype)
         why = DropReason::kDtypeMismatch;
@@ -521,6 +521,8 @@ size_t VerbsTransport::receive(std::span<Received> out) {
       ++s.counters.results;
     } else if (h.type == wire::MsgType::kLossNotice) {
       ++s.counters.loss_notices;
+    } else if (h.type == wire::MsgType::kDuplicateNotice) {
+      ++s.counters.duplicate_notices;
     } else {
       ++s.counters.aborts;
     }

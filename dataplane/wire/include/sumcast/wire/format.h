@@ -50,10 +50,11 @@ inline constexpr size_t kCnpReservedLen = 16;        // §3 CNP: zero bytes betw
 inline constexpr uint8_t kProtocolVersion = 1;
 
 enum class MsgType : uint8_t {
-  kContribution = 1,  // worker -> appliance: one chunk of one rank's data
-  kResult = 2,        // appliance -> worker: the reduced chunk
-  kAbort = 3,         // appliance -> worker: the job failed; `status` says why, no payload
-  kLossNotice = 4,    // appliance -> one worker: its contribution to the open round named is missing; no payload
+  kContribution = 1,     // worker -> appliance: one chunk of one rank's data
+  kResult = 2,           // appliance -> worker: the reduced chunk
+  kAbort = 3,            // appliance -> worker: the job failed; `status` says why, no payload
+  kLossNotice = 4,       // appliance -> one worker: its contribution to the open round named is missing; no payload
+  kDuplicateNotice = 5,  // appliance -> one worker: the open round named holds its contribution already; no payload
 };
 
 enum class Dtype : uint8_t {
@@ -113,8 +114,8 @@ constexpr size_t accumulator_size(Dtype d) {
 }
 constexpr bool is_valid_dtype(uint8_t d) { return d < kDtypeCount; }
 constexpr bool is_valid_op(uint8_t o) { return o < kReduceOpCount; }
-constexpr bool is_valid_msg_type(uint8_t t) { return t >= 1 && t <= 4; }
-// Whether frames of type `t` carry elem_count elements (§5); aborts and loss notices carry none.
+constexpr bool is_valid_msg_type(uint8_t t) { return t >= 1 && t <= 5; }
+// Whether frames of type `t` carry elem_count elements (§5); aborts and notices carry none.
 constexpr bool carries_payload(MsgType t) { return t == MsgType::kContribution || t == MsgType::kResult; }
 constexpr const char* dtype_name(Dtype d) {
   switch (d) {

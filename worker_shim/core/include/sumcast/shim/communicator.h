@@ -27,7 +27,9 @@
 // doubles it, up to rto_max_us. An expired chunk is presumed lost only when a chunk first sent after its last
 // transmission was answered, or a retransmission sent after it was answered and then, for that
 // retransmission's RTO, no chunk sent once was (an answered retransmission may owe its answer to the
-// first transmission: then the answers sent with it follow, as a late rank catches up);
+// first transmission: then the answers sent with it follow, as a late rank catches up; with loss
+// notices granted, the appliance tells a rank whose resend found the open round holding its first
+// copy, in a duplicate notice, and the answer to that round is then no evidence at all);
 // otherwise the appliance or a peer rank is stalled (descheduled, late to the call), not losing
 // packets: then, once per RTO, only the oldest outstanding chunk (expired or not) is resent, as a
 // probe, and the other expired timers just back off, so a stall does not turn into a window's

@@ -73,12 +73,13 @@ struct TransportCounters {
   // the bytes of payload it lets queue); 0 where the transport has none.
   uint64_t rx_buffer_bytes = 0;
   uint64_t tx_buffer_bytes = 0;
-  uint64_t results = 0;        // valid results handed to the communicator
-  uint64_t group_results = 0;  // ... of which arrived on a job's multicast group
-  uint64_t aborts = 0;         // valid abort messages handed to the communicator
-  uint64_t loss_notices = 0;   // valid loss notices (docs/protocol.md §7) handed to the communicator
-  uint64_t cnps = 0;           // valid congestion notifications (RoCEv2 CNPs) handed to the communicator
-  uint64_t ce_results = 0;     // valid results that arrived marked CE (UDP transport with recv_ecn)
+  uint64_t results = 0;            // valid results handed to the communicator
+  uint64_t group_results = 0;      // ... of which arrived on a job's multicast group
+  uint64_t aborts = 0;             // valid abort messages handed to the communicator
+  uint64_t loss_notices = 0;       // valid loss notices (docs/protocol.md §7) handed to the communicator
+  uint64_t duplicate_notices = 0;  // valid duplicate notices (docs/protocol.md §7) handed to the communicator
+  uint64_t cnps = 0;               // valid congestion notifications (RoCEv2 CNPs) handed to the communicator
+  uint64_t ce_results = 0;         // valid results that arrived marked CE (UDP transport with recv_ecn)
   // UDP GRO: buffers the kernel handed over coalesced (several datagrams, one UDP_GRO control
   // message) and the datagrams they held (also counted in rx_packets); gro_refused = 1 when the
   // kernel refused UDP_GRO, so every datagram came alone.
