@@ -102,7 +102,7 @@ late=$((sent - sum_rx)) noports=0
 for ((i = 0; i < WORLD; i++)); do noports=$((noports + $(udp_snmp "w$i" NoPorts))); done
 unawaited=$(($(st retransmits_answered) + $(st loss_notices_sent) + $(st duplicate_notices_sent)))
 [ "$late" -ge "$noports" ] && [ "$late" -le "$unawaited" ] ||
-  fail "the appliance sent $sent results, answers and loss notices, the workers received $sum_rx" \
+  fail "the appliance sent $sent results, answers and notices, the workers received $sum_rx" \
     "($noports arrived after a rank's socket was gone; $unawaited answers and notices in all)"
 [ "$late" = 0 ] || note "$late answer(s) or notice(s) arrived after their rank had ended ($noports after its socket was gone)"
 echo "PASS: $WORLD ranks exact; $sum_tx frames up and $sum_rx down, each accounted for, none dropped;" \

@@ -813,14 +813,14 @@ TEST(CommunicatorTimers, AProbeTheRoundHeldAlreadyIsNoEvidenceAgainstTheChunksSe
           if (then == Then::kAnsweredTwice) script.answer(*script.of(0, 0).at(1));
           step(comm, id);
           const auto answered = Clock::now();
-          const bool presumed = drive(
+          const bool settled = drive(
               comm, id,
               [&] {
                 const CommStats now = comm.stats();
                 return now.retransmissions > now.stall_probes || Clock::now() >= answered + kRto * 3;
               },
               kRto * 4);
-          ASSERT_TRUE(presumed);
+          ASSERT_TRUE(settled);
           const CommStats s = comm.stats();
           if (first_copys) {
             EXPECT_EQ(s.retransmissions, s.stall_probes)

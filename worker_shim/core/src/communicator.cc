@@ -88,6 +88,10 @@ struct Communicator::Slot {
   uint32_t coll_seq = 0;
   uint64_t elem_offset = 0;
   uint16_t elem_count = 0;
+  // Whether `h` names the chunk this slot carries now (the round aside).
+  bool carries(const wire::SumcastHeader& h) const {
+    return h.coll_seq == coll_seq && h.elem_offset == elem_offset && h.elem_count == elem_count;
+  }
   Op* op = nullptr;
   uint8_t* pkt = nullptr;  // packet bytes kept for retransmission
   uint32_t len = 0;
@@ -172,7 +176,7 @@ struct Communicator::Appliance {
   uint64_t low = 0;                // the smallest chunk index not answered yet
   std::vector<uint64_t> deferred;  // min-heap of chunks whose slot is free, held back by the window
 
-  // Whether this appliance sends loss notices to this job.
+  // Whether this appliance sends loss and duplicate notices to this job.
   bool sends_notices() const { return grant.loss_notices; }
   // With loss notices: per appliance core (grant.core_qpns), the number of the next first
   // transmission to it, modulo 2^15.
@@ -797,16 +801,14 @@ void Communicator::on_received(uint64_t now) {
         if (!failed_.ok()) return;
         continue;
       }
-      if (r.hdr.type == wire::MsgType::kLossNotice) {
-        if (a.grant.loss_notices) {
-          on_loss_notice(a, r.hdr, r.src_qp, now);
-        } else {  // not granted: an appliance that never sends them, so a type unknown here
-          ++comm_drops_[static_cast<size_t>(DropReason::kBadType)];
-        }
+      const bool dup_notice = r.hdr.type == wire::MsgType::kDuplicateNotice;
+      if ((dup_notice || r.hdr.type == wire::MsgType::kLossNotice) && !a.sends_notices()) {
+        // not granted: an appliance that never sends them, so a type unknown here
+        ++comm_drops_[static_cast<size_t>(DropReason::kBadType)];
         continue;
       }
-      if (r.hdr.type == wire::MsgType::kDuplicateNotice && !a.grant.loss_notices) {  // as for loss notices
-        ++comm_drops_[static_cast<size_t>(DropReason::kBadType)];
+      if (r.hdr.type == wire::MsgType::kLossNotice) {
+        on_loss_notice(a, r.hdr, r.src_qp, now);
         continue;
       }
       if (r.hdr.slot >= a.slot_count) {
@@ -815,13 +817,10 @@ void Communicator::on_received(uint64_t now) {
       }
       Slot& sl = a.slots[r.hdr.slot];
       const uint32_t round = r.hdr.round + a.round_base[r.hdr.slot];  // the absolute round
-      if (r.hdr.type == wire::MsgType::kDuplicateNotice) {
+      if (dup_notice) {
         // For the round this slot carries: its answer is the first transmission's. Any other
         // (answered since, or a replayed round's) says nothing more.
-        if (sl.busy && !sl.held && round == sl.round && r.hdr.coll_seq == sl.coll_seq &&
-            r.hdr.elem_offset == sl.elem_offset && r.hdr.elem_count == sl.elem_count) {
-          sl.dup_noticed = true;
-        }
+        if (sl.busy && !sl.held && round == sl.round && sl.carries(r.hdr)) sl.dup_noticed = true;
         continue;
       }
       if (sl.held && round == sl.last_round) {  // another rank's round, replayed: this rank has its result
@@ -853,7 +852,7 @@ void Communicator::on_received(uint64_t now) {
         }
         continue;
       }
-      if (r.hdr.coll_seq != sl.coll_seq || r.hdr.elem_offset != sl.elem_offset || r.hdr.elem_count != sl.elem_count) {
+      if (!sl.carries(r.hdr)) {
         ++comm_drops_[static_cast<size_t>(DropReason::kChunkMismatch)];
         continue;
       }
