@@ -808,11 +808,13 @@ TEST(CommunicatorTimers, AProbeTheRoundHeldAlreadyIsNoEvidenceAgainstTheChunksSe
           const uint64_t id = start_until_stall_probe(comm, script, buf, kRto);
           ASSERT_NE(id, 0u);
           ASSERT_EQ(script.sent.size(), 9u);
+          // Before the answers are given: the communicator cannot take them earlier, and it may
+          // take them well before step() returns (ASan, busy CPUs: 4 ms once).
+          const auto answered = Clock::now();
           if (then == Then::kDuplicateNotice) script.duplicate(*script.of(0, 0).at(1));
           script.answer(*script.of(0, 0).at(0));
           if (then == Then::kAnsweredTwice) script.answer(*script.of(0, 0).at(1));
           step(comm, id);
-          const auto answered = Clock::now();
           const bool settled = drive(
               comm, id,
               [&] {
