@@ -1699,6 +1699,10 @@ TEST(EngineTest, DuplicateNoticeTellsAResenderTheOpenRoundHoldsItsContribution) 
     EXPECT_EQ(get(e.counters().retransmits_answered), 1u);
     EXPECT_EQ(get(e.counters().duplicate_notices_sent), granted ? 1u : 0u);
     EXPECT_EQ(get(e.counters().loss_notices_sent), 0u);
+    const auto progress = e.progress();
+    ASSERT_EQ(progress.size(), 1u);
+    EXPECT_EQ(progress[0].duplicate_notices, granted ? 1u : 0u) << "the job's own count";
+    EXPECT_EQ(progress[0].loss_notices, 0u);
     EXPECT_EQ(total_drops(e), 0u);
   }
 }

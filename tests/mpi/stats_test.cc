@@ -17,6 +17,7 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
                    .fast_retransmissions = 11,
                    .loss_notices = 6,
                    .notice_retransmissions = 5,
+                   .duplicate_notices = 12,
                    .rx_overflows = 5,
                    .tx_refused = 7,
                    .tx_dropped = 1,
@@ -50,8 +51,10 @@ TEST(Stats, TakenAndPassedCallsLandInTheirKindsFields) {
   EXPECT_EQ(v[Stats::kFastRetransmitField], 11u);
   EXPECT_EQ(v[Stats::kLossNoticeField], 6u);
   EXPECT_EQ(v[Stats::kNoticeRetransmitField], 5u);
+  EXPECT_EQ(v[Stats::kDuplicateNoticeField], 12u);
   const std::string t = Stats::format(v, "rank 0");
-  EXPECT_NE(t.find("appliance retransmissions 3 (stall probes 2), fast retransmissions 11, loss notices 6 (resends 5)"),
+  EXPECT_NE(t.find("appliance retransmissions 3 (stall probes 2), fast retransmissions 11, loss notices 6 (resends 5), "
+                   "duplicate notices 12"),
             std::string::npos)
       << t;
   EXPECT_NE(t.find("data path drops: socket receive overflows 5, sends refused 7, not sent 1; coalesced receives 4 (30 "

@@ -220,6 +220,7 @@ Snapshot sample_snapshot() {
   a.ce_marked = 30;
   a.cnps_sent = 6;
   a.loss_notices = 9;
+  a.duplicate_notices = 10;
   a.member_ce_marked = {0, 10, 20};
   JobMetrics b;
   b.job_id = 9;
@@ -271,6 +272,7 @@ TEST(PrometheusTest, OutputParsesAndEveryValueIsTheSnapshots) {
   EXPECT_EQ(value(p, "sumcast_job_ce_marked_total", a), 30);
   EXPECT_EQ(value(p, "sumcast_job_cnps_sent_total", a), 6);
   EXPECT_EQ(value(p, "sumcast_job_loss_notices_total", a), 9);
+  EXPECT_EQ(value(p, "sumcast_job_duplicate_notices_total", a), 10);
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(value(p, "sumcast_job_member_ce_marked_total",
                     {{"job_id", "7"}, {"job_name", s.jobs[0].name}, {"rank", std::to_string(r)}}),

@@ -119,6 +119,7 @@ struct JobTraffic {
   uint64_t ce_marked = 0;  // contributions marked CE, and the CNPs sent for them
   uint64_t cnps_sent = 0;
   uint64_t loss_notices = 0;               // loss notices sent to its ranks
+  uint64_t duplicate_notices = 0;          // duplicate notices sent to its ranks
   std::vector<uint64_t> member_ce_marked;  // by rank
 };
 JobTraffic job_traffic(const TelemetrySource& source, const control::JobInfo& j) {
@@ -133,6 +134,7 @@ JobTraffic job_traffic(const TelemetrySource& source, const control::JobInfo& j)
       t.ce_marked += p.ce_marked;
       t.cnps_sent += p.cnps_sent;
       t.loss_notices += p.loss_notices;
+      t.duplicate_notices += p.duplicate_notices;
     }
     const std::vector<uint64_t> by_rank = core->engine->member_ce_marked(j.job_id);
     if (t.member_ce_marked.size() < by_rank.size()) t.member_ce_marked.resize(by_rank.size());
@@ -170,6 +172,7 @@ int handle_jobs(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(c, "ce_marked", t.ce_marked);
     rte_tel_data_add_dict_u64(c, "cnps_sent", t.cnps_sent);
     rte_tel_data_add_dict_u64(c, "loss_notices", t.loss_notices);
+    rte_tel_data_add_dict_u64(c, "duplicate_notices", t.duplicate_notices);
     add_container(d, "job" + std::to_string(j.job_id), c);
   }
   const control::ServerCounters s = g_source->server->counters();
@@ -507,6 +510,7 @@ telemetry::Snapshot prometheus_snapshot(const TelemetrySource& source) {
       m.ce_marked = t.ce_marked;
       m.cnps_sent = t.cnps_sent;
       m.loss_notices = t.loss_notices;
+      m.duplicate_notices = t.duplicate_notices;
       m.member_ce_marked = t.member_ce_marked;
       s.jobs.push_back(std::move(m));
     }

@@ -148,12 +148,13 @@ struct Job {
 struct ProgressEntry {
   std::atomic<uint64_t> key{0};  // kActiveBit | job_id while the record holds a job, else 0
   std::atomic<uint64_t> completed{0};
-  std::atomic<uint64_t> opened{0};           // rounds opened; opened - completed = rounds waiting for ranks
-  std::atomic<uint64_t> group_frames{0};     // results and aborts sent to the job's group
-  std::atomic<uint64_t> unicast_answers{0};  // stored results re-sent to one member
-  std::atomic<uint64_t> ce_marked{0};        // contributions that arrived marked CE
-  std::atomic<uint64_t> cnps_sent{0};        // CNPs sent for them
-  std::atomic<uint64_t> loss_notices{0};     // loss notices sent to its members
+  std::atomic<uint64_t> opened{0};             // rounds opened; opened - completed = rounds waiting for ranks
+  std::atomic<uint64_t> group_frames{0};       // results and aborts sent to the job's group
+  std::atomic<uint64_t> unicast_answers{0};    // stored results re-sent to one member
+  std::atomic<uint64_t> ce_marked{0};          // contributions that arrived marked CE
+  std::atomic<uint64_t> cnps_sent{0};          // CNPs sent for them
+  std::atomic<uint64_t> loss_notices{0};       // loss notices sent to its members
+  std::atomic<uint64_t> duplicate_notices{0};  // duplicate notices sent to its members
   // Per member: CE-marked contributions, `members` entries of `member_ce` (the job's world). The
   // array only grows (a larger world gets a new one) and lives as long as the engine, so a reader
   // on another thread never holds freed memory; `member_cap` is the lcore's own.
@@ -615,7 +616,10 @@ void Engine::Impl::notice_duplicate(const Job& j, const wire::SumcastHeader& h, 
   n.type = wire::MsgType::kDuplicateNotice;
   n.flags = static_cast<uint8_t>(h.round & 1);
   n.status = 0;
-  if (emit(j, n, nullptr, 0, h.rank, tx)) bump(counters.duplicate_notices_sent);
+  if (emit(j, n, nullptr, 0, h.rank, tx)) {
+    bump(counters.duplicate_notices_sent);
+    bump(progress[j.index].duplicate_notices);
+  }
 }
 
 // Deterministic jobs: the accumulator becomes ((x_0 op x_1) op x_2) ... op x_{world-1}, with the
@@ -1009,6 +1013,7 @@ Status Engine::add_job(const JobSpec& spec) {
   pe.ce_marked.store(0, std::memory_order_relaxed);
   pe.cnps_sent.store(0, std::memory_order_relaxed);
   pe.loss_notices.store(0, std::memory_order_relaxed);
+  pe.duplicate_notices.store(0, std::memory_order_relaxed);
   pe.key.store(kActiveBit | spec.job_id, std::memory_order_release);
   ++m.active_jobs;
   bump(m.counters.jobs_active);
@@ -1115,7 +1120,8 @@ std::vector<JobProgress> Engine::progress() const {
     out.push_back({static_cast<uint32_t>(key), completed, e.opened.load(std::memory_order_acquire),
                    e.group_frames.load(std::memory_order_relaxed), e.unicast_answers.load(std::memory_order_relaxed),
                    e.ce_marked.load(std::memory_order_relaxed), e.cnps_sent.load(std::memory_order_relaxed),
-                   e.loss_notices.load(std::memory_order_relaxed)});
+                   e.loss_notices.load(std::memory_order_relaxed),
+                   e.duplicate_notices.load(std::memory_order_relaxed)});
   }
   return out;
 }

@@ -229,6 +229,11 @@ std::string render_prometheus(const Snapshot& s) {
     w.family("sumcast_job_loss_notices_total", "counter",
              "Loss notices sent to the job's ranks (a contribution of theirs missing from an open round).");
     for (const JobMetrics& j : s.jobs) w.sample("sumcast_job_loss_notices_total", job_labels(j), j.loss_notices);
+    w.family("sumcast_job_duplicate_notices_total", "counter",
+             "Duplicate notices sent to the job's ranks (a resend found its open round holding their contribution).");
+    for (const JobMetrics& j : s.jobs) {
+      w.sample("sumcast_job_duplicate_notices_total", job_labels(j), j.duplicate_notices);
+    }
     w.family("sumcast_job_member_ce_marked_total", "counter", "Contributions of one rank of the job marked CE.");
     for (const JobMetrics& j : s.jobs) {
       for (size_t r = 0; r < j.member_ce_marked.size(); ++r) {

@@ -569,6 +569,7 @@ void Runtime::teardown_jobs(CommState& st) {
                           .fast_retransmissions = cs.fast_retransmissions,
                           .loss_notices = cs.loss_notices,
                           .notice_retransmissions = cs.notice_retransmissions,
+                          .duplicate_notices = cs.transport.duplicate_notices,
                           .rx_overflows = cs.transport.rx_overflows,
                           .tx_refused = cs.transport.tx_eagain + cs.transport.tx_enobufs,
                           .tx_dropped = cs.transport.tx_dropped,

@@ -79,6 +79,7 @@ void Stats::add_data_path(const DataPath& d) {
   f_[kFastRetransmitField].fetch_add(d.fast_retransmissions, std::memory_order_relaxed);
   f_[kLossNoticeField].fetch_add(d.loss_notices, std::memory_order_relaxed);
   f_[kNoticeRetransmitField].fetch_add(d.notice_retransmissions, std::memory_order_relaxed);
+  f_[kDuplicateNoticeField].fetch_add(d.duplicate_notices, std::memory_order_relaxed);
   f_[kRxOverflowField].fetch_add(d.rx_overflows, std::memory_order_relaxed);
   f_[kTxRefusedField].fetch_add(d.tx_refused, std::memory_order_relaxed);
   f_[kTxDroppedField].fetch_add(d.tx_dropped, std::memory_order_relaxed);
@@ -131,7 +132,8 @@ std::string Stats::format(const Snapshot& s, const std::string& scope) {
   out += "\nsumcast-mpi:   intra-node calls " + std::to_string(s[kIntranodeField]) + ", appliance retransmissions " +
          std::to_string(s[kRetransmitField]) + " (stall probes " + std::to_string(s[kStallProbeField]) +
          "), fast retransmissions " + std::to_string(s[kFastRetransmitField]) + ", loss notices " +
-         std::to_string(s[kLossNoticeField]) + " (resends " + std::to_string(s[kNoticeRetransmitField]) + ")\n";
+         std::to_string(s[kLossNoticeField]) + " (resends " + std::to_string(s[kNoticeRetransmitField]) +
+         "), duplicate notices " + std::to_string(s[kDuplicateNoticeField]) + "\n";
   out += "sumcast-mpi:   data path drops: socket receive overflows " + std::to_string(s[kRxOverflowField]) +
          ", sends refused " + std::to_string(s[kTxRefusedField]) + ", not sent " + std::to_string(s[kTxDroppedField]) +
          "; coalesced receives " + std::to_string(s[kGroReceivesField]) + " (" + std::to_string(s[kGroSegmentsField]) +

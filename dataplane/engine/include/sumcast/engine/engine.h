@@ -192,12 +192,13 @@ struct EngineOptions {
 struct JobProgress {
   uint32_t job_id;
   uint64_t slots_completed;
-  uint64_t rounds_opened;    // rounds_opened - slots_completed = rounds waiting for contributions
-  uint64_t group_frames;     // results and aborts sent to the job's group (multicast jobs)
-  uint64_t unicast_answers;  // stored results re-sent to the one member that asked again
-  uint64_t ce_marked;        // contributions that arrived marked CE (congestion experienced)
-  uint64_t cnps_sent;        // CNPs sent for them
-  uint64_t loss_notices;     // loss notices sent to the job's members
+  uint64_t rounds_opened;      // rounds_opened - slots_completed = rounds waiting for contributions
+  uint64_t group_frames;       // results and aborts sent to the job's group (multicast jobs)
+  uint64_t unicast_answers;    // stored results re-sent to the one member that asked again
+  uint64_t ce_marked;          // contributions that arrived marked CE (congestion experienced)
+  uint64_t cnps_sent;          // CNPs sent for them
+  uint64_t loss_notices;       // loss notices sent to the job's members
+  uint64_t duplicate_notices;  // duplicate notices sent to the job's members
 };
 
 class Engine {

@@ -60,13 +60,14 @@ struct JobMetrics {
   bool running = false;
   uint64_t slots_completed = 0;
   double seconds_since_progress = 0;
-  bool multicast = false;        // results to multicast_group
-  std::string multicast_group;   // dotted quad; "" unless multicast
-  uint64_t group_frames = 0;     // frames sent to the group, over cores
-  uint64_t unicast_answers = 0;  // stored results re-sent to one rank, over cores
-  uint64_t ce_marked = 0;        // contributions that arrived marked CE, over cores
-  uint64_t cnps_sent = 0;        // CNPs sent for them, over cores
-  uint64_t loss_notices = 0;     // loss notices sent to its ranks, over cores
+  bool multicast = false;          // results to multicast_group
+  std::string multicast_group;     // dotted quad; "" unless multicast
+  uint64_t group_frames = 0;       // frames sent to the group, over cores
+  uint64_t unicast_answers = 0;    // stored results re-sent to one rank, over cores
+  uint64_t ce_marked = 0;          // contributions that arrived marked CE, over cores
+  uint64_t cnps_sent = 0;          // CNPs sent for them, over cores
+  uint64_t loss_notices = 0;       // loss notices sent to its ranks, over cores
+  uint64_t duplicate_notices = 0;  // duplicate notices sent to its ranks, over cores
   // ce_marked by rank
   std::vector<uint64_t> member_ce_marked;
 };

@@ -76,7 +76,10 @@ class Stats {
   // Datagrams of a UDP_SEGMENT train that arrived cut (not coalesced again) and were taken one
   // by one for their IP ID (docs/protocol.md §2.2).
   static constexpr size_t kCutTrainField = kNoticeRetransmitField + 1;
-  static constexpr size_t kFields = kCutTrainField + 1;
+  // Duplicate notices received: a resend of this rank found its open round holding its
+  // contribution (a stall probe while another rank was late; docs/protocol.md §7).
+  static constexpr size_t kDuplicateNoticeField = kCutTrainField + 1;
+  static constexpr size_t kFields = kDuplicateNoticeField + 1;
   using Snapshot = std::array<uint64_t, kFields>;
 
   void taken(CallKind kind, uint64_t bytes, uint64_t ns, bool intranode);
@@ -88,6 +91,7 @@ class Stats {
     uint64_t fast_retransmissions = 0;
     uint64_t loss_notices = 0;
     uint64_t notice_retransmissions = 0;
+    uint64_t duplicate_notices = 0;
     uint64_t rx_overflows = 0;
     uint64_t tx_refused = 0;  // EAGAIN + ENOBUFS
     uint64_t tx_dropped = 0;
