@@ -168,7 +168,11 @@ read -r ga gb <<<"$groups"
 [ -n "$ga" ] && [ -n "$gb" ] && [ "$ga" != "$gb" ] || fail "multicast jobs' groups '$groups' are not two distinct groups"
 [ "$(jq -r '[to_entries[] | select(.key | startswith("job")) | .value | select(.name == "uc-c") | .multicast_group] | .[0]' "$IT_WORK/jobs.json")" = "" ] ||
   fail "the unicast job has a group"
-note "running at once: $(jq -c '[to_entries[] | select(.key | startswith("job")) | .value | {name, multicast, multicast_group, group_frames, unicast_answers}]' "$IT_WORK/jobs.json")"
+# Every job carries its counters of what went to its ranks alone (docs/monitoring.md).
+jq -e '[to_entries[] | select(.key | startswith("job")) | .value
+        | [.unicast_answers, .loss_notices, .duplicate_notices] | map(type) == ["number", "number", "number"]] | all' \
+  "$IT_WORK/jobs.json" >/dev/null || { cat "$IT_WORK/jobs.json"; fail "a job lacks unicast_answers, loss_notices or duplicate_notices"; }
+note "running at once: $(jq -c '[to_entries[] | select(.key | startswith("job")) | .value | {name, multicast, multicast_group, group_frames, unicast_answers, loss_notices, duplicate_notices}]' "$IT_WORK/jobs.json")"
 for i in 0 1 2 3; do
   have=$(groups_on "$i" | sort | tr '\n' ' ')
   [ "$have" = "$ga $gb " ] || fail "worker $i holds groups '$have' while its jobs run, want '$ga $gb '"
