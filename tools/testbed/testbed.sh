@@ -9,6 +9,8 @@
 #                     netfilter hooks (TB_BRIDGE_NF=1: with them, where the kernel has
 #                     br_netfilter). TB_MTU (default 1500; e.g. 9000 for jumbo frames) is the MTU of
 #                     every link, both ends (tb_add_node's too); tb_agg_conf follows it (below).
+#                     TB_RPS=1: every veth steers what it receives to a CPU by flow (RPS over all
+#                     CPUs), so that no frame overtakes an earlier one of its flow (below).
 #   tb_add_node NAME IP [RATE]  one more host on the switch (scale-out aggregation nodes)
 #   tb_gro            the workers' links coalesce what they receive (GRO), as a NIC's do (below)
 #   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables
@@ -132,6 +134,24 @@ tb_up() {
     # n x RATE with an n times deeper bucket (TB_APP_BURST overrides it): with 64kb (0.33 ms at
     # 1.6 Gbit/s) it delivered only about 0.90 R per worker at n = 8 on 2 CPUs (docs/performance.md).
     _tb_shape "$(tb_ns sw)" pd "$((num * n))$unit" "${TB_APP_BURST:-$((64 * n))kb}"
+  fi
+  # A veth hands each frame to the backlog of the CPU that sends it; when a sender's frames are
+  # sent from two CPUs in turn (the process moved, or tbf's watchdog dequeued on the other), the
+  # later ones can be delivered first. A switch keeps a flow's order, and the protocol's loss
+  # notices rely on it (docs/protocol.md §7): on the shaped n = 8 bed about 1 frame in 400 arrived
+  # behind a later one of its rank. RPS picks the CPU by the flow's hash, so a flow's frames queue
+  # on one CPU in order, at the cost of handing about half of them to the other CPU
+  # (docs/performance.md, "The bed reorders a flow's frames"). Off by default: that cost.
+  if [ "${TB_RPS:-0}" = 1 ]; then
+    local mask ns dev q
+    mask=$(printf '%x' $(((1 << $(nproc)) - 1)))
+    for ns in sw app $(for ((i = 0; i < n; i++)); do echo "w$i"; done); do
+      for dev in $(tb_exec "$ns" ip -j link show type veth | jq -r '.[].ifname'); do
+        for q in $(tb_exec "$ns" sh -c "ls -d /sys/class/net/$dev/queues/rx-*"); do
+          tb_exec "$ns" sh -c "echo $mask > $q/rps_cpus" || return 1
+        done
+      done
+    done
   fi
   for ((i = 0; i < n; i++)); do _tb_wait_reach "w$i" "$TB_MGMT_IP" || return 1; done
 }
