@@ -71,6 +71,20 @@ _tb_no_ipv6() {
   tb_exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 }
 
+# _tb_cpu_mask: every online CPU as the kernel's hex bitmap (32-bit words, comma-separated),
+# for rps_cpus; built digit by digit, as bash's 64-bit shifts would wrap from 64 CPUs on.
+_tb_cpu_mask() {
+  local cpus digits="" words="" i
+  cpus=$(nproc --all) || return 1
+  for ((i = 0; i < cpus / 4; i++)); do digits+=f; done
+  [ $((cpus % 4)) = 0 ] || digits=$(printf '%x' $(((1 << (cpus % 4)) - 1)))$digits
+  while [ ${#digits} -gt 8 ]; do
+    words=,${digits: -8}$words
+    digits=${digits:0:${#digits}-8}
+  done
+  echo "$digits$words"
+}
+
 tb_up() {
   local n=$1 rate=${2:-} i
   TB_N=$n
@@ -140,17 +154,16 @@ tb_up() {
   # later ones can be delivered first. A switch keeps a flow's order, and the protocol's loss
   # notices rely on it (docs/protocol.md §7): on the shaped n = 8 bed about 1 frame in 400 arrived
   # behind a later one of its rank. RPS picks the CPU by the flow's hash, so a flow's frames queue
-  # on one CPU in order, at the cost of handing about half of them to the other CPU
-  # (docs/performance.md, "The bed reorders a flow's frames"). Off by default: that cost.
+  # on one CPU in order, at the cost of handing frames to other CPUs (docs/performance.md, "The
+  # bed reorders a flow's frames"). Off by default: that cost.
   if [ "${TB_RPS:-0}" = 1 ]; then
-    local mask ns dev q
-    mask=$(printf '%x' $(((1 << $(nproc)) - 1)))
+    local mask ns
+    mask=$(_tb_cpu_mask) || return 1
     for ns in sw app $(for ((i = 0; i < n; i++)); do echo "w$i"; done); do
-      for dev in $(tb_exec "$ns" ip -j link show type veth | jq -r '.[].ifname'); do
-        for q in $(tb_exec "$ns" sh -c "ls -d /sys/class/net/$dev/queues/rx-*"); do
-          tb_exec "$ns" sh -c "echo $mask > $q/rps_cpus" || return 1
-        done
-      done
+      # shellcheck disable=SC2016 # expanded by the namespace's shell
+      tb_exec "$ns" sh -ec 'for dev in $(ip -j link show type veth | jq -r ".[].ifname"); do
+                              for q in /sys/class/net/$dev/queues/rx-*; do echo "$1" >"$q/rps_cpus"; done
+                            done' sh "$mask" || return 1
     done
   fi
   for ((i = 0; i < n; i++)); do _tb_wait_reach "w$i" "$TB_MGMT_IP" || return 1; done
