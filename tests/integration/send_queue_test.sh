@@ -6,8 +6,12 @@
 #   1. default (--send-queue-us 2000): exact; every rank held new chunks back
 #      (send_queue_holds > 0) and never saw more than 4 x 128 KiB of socket memory queued below
 #      its socket (send_queue_peak; a chunk's datagram is charged about twice its length);
-#   2. --send-queue-us 0: exact, nothing held, the queue never looked at.
-# Takes ~15 s.
+#   2. --send-queue-us 0: exact, nothing held, the queue never looked at;
+#   3. repairs skip the queue: the links' tbf serving DSCP 34 first (the bed's TB_REPAIR_DSCP)
+#      under 2% loss on the switch, --repair-dscp 34: exact, some resends, and each rank's resends
+#      (retransmissions, fast and notice retransmissions, liveness probes) are exactly what left
+#      through its link's DSCP 34 class: every resend carried the repair DSCP, nothing else did.
+# Takes ~25 s.
 #
 # usage: send_queue_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR
 set -euo pipefail
@@ -44,3 +48,22 @@ for ((i = 0; i < WORLD; i++)); do
   done
 done
 note "both runs exact; the send queue held chunks back only where it was on"
+
+for ((i = 0; i < WORLD; i++)); do TB_REPAIR_DSCP=34 _tb_shape "$(tb_ns "w$i")" "$TB_WORKER_IF" "$RATE"; done
+tb_loss 2
+it_ranks repair sq3 "$WORLD" --check --counts 1M --iters 2 --warmup 1 --op-timeout-ms 20000 --repair-dscp 34
+it_wait 60 || fail "repair: no result within 60 s"
+it_expect_exact repair "$WORLD" 1
+total=0
+for ((i = 0; i < WORLD; i++)); do
+  resends=0
+  for n in retransmissions fast_retransmissions notice_retransmissions liveness_probes; do
+    resends=$((resends + $(it_counter repair "$i" $n)))
+  done
+  class=$(tb_exec "w$i" tc -s class show dev "$TB_WORKER_IF" classid 10:1 | awk '$1 == "Sent" { print $4; exit }')
+  note "rank $i: $resends resends, $class packets through the DSCP 34 class"
+  [ "$class" = "$resends" ] || fail "rank $i: $class packets left through the repair class, $resends resends counted"
+  total=$((total + resends))
+done
+[ "$total" -gt 0 ] || fail "no resend under 2% loss: nothing was checked"
+note "every resend left through the repair class, nothing else did"

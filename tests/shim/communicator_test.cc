@@ -328,6 +328,12 @@ TEST(Communicator, BadConfigurationIsRejectedWithAMessage) {
   r = Communicator::create(c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("weight"), std::string::npos) << r.status().message();
+
+  c.appliances[0] = {"127.0.0.1:1", 1.0};
+  c.repair_dscp = 64;
+  r = Communicator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("repair_dscp must be -1..63"), std::string::npos) << r.status().message();
 }
 
 // No appliance listening: creation fails (connection refused) and names the appliance.

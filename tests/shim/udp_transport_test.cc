@@ -727,10 +727,12 @@ Status send_train(UdpTransport& t, uint32_t peer, const std::vector<std::vector<
   return t.send(out_packets(peer, train));
 }
 
-// One buffer as the appliance socket got it, and the segment size the kernel said (0: none).
+// One buffer as the appliance socket got it, the segment size the kernel said (0: none) and its
+// IPv4 TOS (-1: not said; the socket needs IP_RECVTOS).
 struct Got {
   std::vector<uint8_t> bytes;
   uint32_t gso_size = 0;
+  int tos = -1;
 };
 std::vector<Got> appliance_receive(const Appliance& app, size_t datagrams) {
   std::vector<Got> got;
@@ -742,7 +744,7 @@ std::vector<Got> appliance_receive(const Appliance& app, size_t datagrams) {
     Got g;
     g.bytes.resize(70000);
     iovec iov{g.bytes.data(), g.bytes.size()};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char ctl[2 * CMSG_SPACE(sizeof(int))] = {};
     msghdr m{};
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
@@ -756,6 +758,8 @@ std::vector<Got> appliance_receive(const Appliance& app, size_t datagrams) {
         int v = 0;
         std::memcpy(&v, CMSG_DATA(c), sizeof(v));
         g.gso_size = static_cast<uint32_t>(v);
+      } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+        g.tos = *CMSG_DATA(c);
       }
     }
     seen += g.gso_size != 0 ? (g.bytes.size() + g.gso_size - 1) / g.gso_size : 1;
@@ -862,7 +866,7 @@ TEST_F(UdpTransportGso, GsoTrainEndsAfterAShorterPacketAndBeforeARepeatedBuffer)
 TEST_F(UdpTransportGso, PacketsMarkedAloneLeaveAloneWithIpId0) {
   const auto train = built_train(*t, peer, 6, 256);
   std::vector<OutPacket> out = out_packets(peer, train);
-  out[2].alone = out[3].alone = true;
+  out[2].resend = out[3].resend = true;
   ASSERT_TRUE(t->send(out).ok());
   EXPECT_EQ(t->counters().gso_sends, 2u);
   EXPECT_EQ(t->counters().gso_segments, 4u);
@@ -878,6 +882,58 @@ TEST_F(UdpTransportGso, PacketsMarkedAloneLeaveAloneWithIpId0) {
   EXPECT_TRUE(icrc::verify_udp(f, got[2].bytes));
   f.ip_id = 1;  // the last train's second segment: IP ID 1
   EXPECT_TRUE(icrc::verify_udp(f, std::span<const uint8_t>(got[3].bytes).subspan(train[0].size())));
+}
+
+// With a repair TOS, a resend leaves with it (an IP_TOS control message of its own), every other
+// packet with the socket's TOS, trains included; the ICRC holds for both (it masks the TOS).
+// Without GSO and with it: [A A R A A] to one peer, R a resend.
+TEST(UdpTransport, ResendsLeaveWithTheRepairTosEverythingElseWithTheSocketsTos) {
+  constexpr int kTos = 26 << 2 | 0x2, kRepairTos = 34 << 2 | 0x2;  // DSCP 26 / 34, ECT(0)
+  for (const bool gso : {false, true}) {
+    SCOPED_TRACE(gso ? "gso" : "no gso");
+    UdpTransportOptions o;
+    o.bind_ip = kLoopback;
+    o.tos = kTos;
+    o.repair_tos = kRepairTos;
+    o.gso = gso;
+    auto t = UdpTransport::open(o);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    if (gso && (*t)->counters().gso_refused != 0) {
+      std::printf("note: no UDP GSO here (%s): the repair TOS was checked without trains only\n",
+                  (*t)->describe().c_str());
+      continue;
+    }
+    Appliance app;
+    const int one = 1;
+    ASSERT_EQ(setsockopt(app.fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)), 0);
+    auto peer = (*t)->add_peer(peer_of(app));
+    ASSERT_TRUE(peer.ok());
+    const auto packets = built_train(**t, *peer, 5, 256);
+    std::vector<OutPacket> out = out_packets(*peer, packets);
+    out[2].resend = true;
+    ASSERT_TRUE((*t)->send(out).ok());
+    EXPECT_EQ((*t)->counters().gso_sends, gso ? 2u : 0u);
+    const auto got = appliance_receive(app, 5);  // no UDP_GRO here: the kernel hands over datagrams
+    ASSERT_EQ(got.size(), 5u);
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].bytes, packets[k]) << "datagram " << k;
+      EXPECT_EQ(got[k].tos, k == 2 ? kRepairTos : kTos) << "datagram " << k;
+    }
+    icrc::UdpFields f = fields_toward(**t, app);
+    EXPECT_TRUE(icrc::verify_udp(f, got[2].bytes)) << "the resend, IP ID 0";
+  }
+}
+
+// A repair TOS outside 0..255 (-1: none) is refused, naming the option.
+TEST(UdpTransport, RepairTosOutsideAByteIsRefused) {
+  UdpTransportOptions o;
+  o.bind_ip = kLoopback;
+  for (const int bad : {-2, 256}) {
+    o.repair_tos = bad;
+    const auto t = UdpTransport::open(o);
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.status().message().find("repair_tos must be -1..255"), std::string::npos) << t.status().to_string();
+  }
 }
 
 // GSO is off unless asked for; asked for where the kernel refuses UDP_SEGMENT (the seam), every

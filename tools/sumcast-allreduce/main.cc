@@ -109,6 +109,7 @@ struct Options {
   std::string rdma_interface;  // --rdma-interface
   bool verbose = false;        // --verbose: say which transport, GID, MTU and payload were chosen
   uint32_t dscp = 0;           // --dscp: DSCP of contributions
+  int repair_dscp = -1;        // --repair-dscp: DSCP of resends (-1: --dscp)
   bool ecn = false;            // --ecn: mark contributions ECT(0)
   bool cnp_reaction = true;    // --cnp-reaction on|off
   bool loss_notices = true;    // --loss-notices on|off
@@ -314,6 +315,11 @@ int parse_args(int argc, char** argv, Options* o) {
   app.add_flag("--verbose", o->verbose, "say which transport, GID, MTU and payload were chosen");
   app.add_option("--dscp", o->dscp, "DSCP of contributions (match the appliance's port.dscp)")
       ->check(CLI::Range(0, 63))
+      ->type_name("D");
+  app.add_option("--repair-dscp", o->repair_dscp,
+                 "udp: DSCP of resends, so that a queue serving it first lets repairs skip the first "
+                 "transmissions queued before them (default -1: --dscp)")
+      ->check(CLI::Range(-1, 63))
       ->type_name("D");
   app.add_flag("--ecn", o->ecn, "mark contributions ECT(0) (default not-ECT)");
   app.add_option_function<std::string>(
@@ -1010,6 +1016,7 @@ int main(int argc, char** argv) {
   base.rdma_device = o.rdma_device;
   base.rdma_interface = o.rdma_interface;
   base.dscp = static_cast<uint8_t>(o.dscp);
+  base.repair_dscp = o.repair_dscp;
   base.ecn = o.ecn;
   base.cnp_reaction = o.cnp_reaction;
   base.loss_notices = o.loss_notices;

@@ -11,6 +11,7 @@
 #                     every link, both ends (tb_add_node's too); tb_agg_conf follows it (below).
 #                     TB_RPS=1: every veth steers what it receives to a CPU by flow (RPS over all
 #                     CPUs), so that no frame overtakes an earlier one of its flow (below).
+#                     TB_REPAIR_DSCP=D: every tbf serves DSCP D first (_tb_shape, below).
 #   tb_add_node NAME IP [RATE]  one more host on the switch (scale-out aggregation nodes)
 #   tb_gro            the workers' links coalesce what they receive (GRO), as a NIC's do (below)
 #   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables
@@ -51,9 +52,46 @@ tb_exec() { local ns; ns=$(tb_ns "$1"); shift; ip netns exec "$ns" "$@"; }
 # _tb_shape NS DEV RATE [BURST]: tbf on DEV's egress. BURST (default 64kb, 2.6 ms at 200 Mbit/s)
 # should hold the same time at every rate: a bucket that drains faster than the qdisc's watchdog
 # is served on a loaded machine caps the link below RATE.
+# TB_REPAIR_DSCP=D: the tbf serves frames of DSCP D first, as a switch's strict-priority queue
+# does: its child is an htb of two classes that never reach their rate (so htb orders, tbf
+# shapes), the one of DSCP D (a u32 filter on the DS field) served before the other, each a bfifo
+# with the byte limit tbf's own queue has (RATE x 50 ms + BURST). Workers' resends sent with
+# --repair-dscp D then skip the first transmissions queued before them (communicator.h, Send
+# queue). (This kernel's tc has no prio qdisc; htb and u32 are there.)
 _tb_shape() {
   [ -n "$3" ] || return 0
-  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst "${4:-64kb}" latency 50ms
+  local ns=$1 dev=$2 rate=$3 burst=${4:-64kb} d=${TB_REPAIR_DSCP:-}
+  if [ -z "$d" ]; then
+    ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms
+    return
+  fi
+  case "$d" in [0-9] | [1-5][0-9] | 6[0-3]) ;; *) echo "testbed: TB_REPAIR_DSCP must be 0..63, not $d" >&2; return 1 ;; esac
+  local limit c
+  limit=$(_tb_fifo_bytes "$rate" "$burst") || return 1
+  ip netns exec "$ns" tc qdisc replace dev "$dev" root handle 1: tbf rate "$rate" burst "$burst" latency 50ms
+  ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: htb default 2
+  for c in 1 2; do
+    ip netns exec "$ns" tc class add dev "$dev" parent 10: classid "10:$c" htb rate 100gbit burst 4mb cburst 4mb quantum 65536 prio "$((c - 1))"
+    ip netns exec "$ns" tc qdisc add dev "$dev" parent "10:$c" bfifo limit "$limit"
+  done
+  ip netns exec "$ns" tc filter add dev "$dev" parent 10: protocol ip prio 1 u32 \
+    match ip dsfield "$((d << 2))" 0xfc flowid 10:1
+}
+
+# _tb_fifo_bytes RATE BURST: the byte limit tc gives "tbf ... latency 50ms" (RATE x 50 ms +
+# BURST), for tc's units (RATE: bit, kbit, mbit, gbit; BURST: b, kb, mb, or bytes).
+_tb_fifo_bytes() {
+  local r=$1 b=$2 rb bb
+  case "$r" in
+    *gbit) rb=$((${r%gbit} * 1000000000)) ;; *mbit) rb=$((${r%mbit} * 1000000)) ;;
+    *kbit) rb=$((${r%kbit} * 1000)) ;; *bit) rb=${r%bit} ;;
+    *) echo "testbed: rate $r: want bit, kbit, mbit or gbit" >&2; return 1 ;;
+  esac
+  case "$b" in
+    *mb) bb=$((${b%mb} * 1048576)) ;; *kb) bb=$((${b%kb} * 1024)) ;; *b) bb=${b%b} ;; *) bb=$b ;;
+  esac
+  case "$rb$bb" in '' | *[!0-9]*) echo "testbed: rate $r or burst $b not a whole number" >&2; return 1 ;; esac
+  echo $((rb / 8 / 20 + bb))
 }
 
 # _tb_wait_reach NS ADDR: links come up asynchronously; waits (10 pings of 1 s at most) until

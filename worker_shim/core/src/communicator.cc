@@ -309,6 +309,9 @@ Status Communicator::init() {
     return Status::invalid_argument("send_queue_us must be 0.." + std::to_string(kSendQueueMaxUs) + ", got " +
                                     std::to_string(c.send_queue_us));
   }
+  if (c.repair_dscp < -1 || c.repair_dscp > 63) {
+    return Status::invalid_argument("repair_dscp must be -1..63 (-1: dscp), got " + std::to_string(c.repair_dscp));
+  }
   if (c.window_cut_percent < 1 || c.window_cut_percent > 99 || c.window_step < 1) {
     return Status::invalid_argument("window_cut_percent must be 1..99 and window_step at least 1, got " +
                                     std::to_string(c.window_cut_percent) + " and " + std::to_string(c.window_step));
@@ -352,6 +355,7 @@ Status Communicator::init() {
   tc.kind = c.transport;
   tc.bind_ip = bind_ip;
   tc.tos = c.tos();
+  tc.repair_tos = c.repair_tos();
   tc.udp_port = c.udp_port;
   tc.verify_icrc = c.verify_icrc;
   tc.recv_ecn = c.cnp_reaction;  // a result marked CE cuts the window as a CNP does
@@ -948,7 +952,7 @@ void Communicator::resend_early(Appliance& a, Slot& sl, uint64_t now) {
   sl.last_tx_seq = ++a.tx_seq;
   sl.deadline_ns = now + uint64_t{sl.rto_us} * 1000;
   next_deadline_ns_ = std::min(next_deadline_ns_, sl.deadline_ns);
-  tx_.push_back({a.peer, sl.pkt, sl.len, /*alone=*/true});  // resends never ride in a train (OutPacket)
+  tx_.push_back({a.peer, sl.pkt, sl.len, /*resend=*/true});  // resends never ride in a train (OutPacket)
   if (tx_.size() >= kTxFlushAt) flush_tx();
 }
 
@@ -1026,7 +1030,7 @@ bool Communicator::check_liveness(size_t ai, uint64_t quiet_since, const char* w
       Slot& ps = a.slots[static_cast<size_t>(a.probe_slot)];
       if (!ps.held && ps.completed_once) {
         ps.last_retried = false;  // its answer says nothing about the RTO
-        tx_.push_back({a.peer, ps.pkt_buf[ps.last_round & 1], ps.last_len, /*alone=*/true});
+        tx_.push_back({a.peer, ps.pkt_buf[ps.last_round & 1], ps.last_len, /*resend=*/true});
         ++stats_.liveness_probes;
         ++a.probes_unanswered;
       }
@@ -1160,7 +1164,7 @@ void Communicator::check_timers(uint64_t now) {
         sl.last_tx_ns = now;
         sl.last_tx_seq = ++a.tx_seq;
         if (&sl == probe) a.next_probe_ns = sl.deadline_ns;
-        tx_.push_back({a.peer, sl.pkt, sl.len, /*alone=*/true});
+        tx_.push_back({a.peer, sl.pkt, sl.len, /*resend=*/true});
         if (tx_.size() >= kTxFlushAt) flush_tx();
         if (!failed_.ok()) return;
       }

@@ -23,6 +23,7 @@ Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& c) {
       o.port = c.udp_port;
       o.verify_icrc = c.verify_icrc;
       o.tos = c.tos;
+      o.repair_tos = c.repair_tos;
       o.recv_ecn = c.recv_ecn;
       o.busy_poll_us = c.busy_poll_us;
       o.gro = c.gro;
@@ -30,6 +31,12 @@ Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& c) {
       return as_transport(UdpTransport::open(o));
     }
     case TransportKind::kVerbs: {
+      if (c.repair_tos >= 0 && c.repair_tos != c.tos) {
+        // One address handle per peer carries one traffic class; a second per peer was not built.
+        return Status::invalid_argument(
+            "a repair DSCP of its own is a kernel-UDP transport feature; the verbs "
+            "transport sends resends with the contributions' traffic class");
+      }
       VerbsTransportOptions o;
       o.device = c.rdma_device;
       o.bind_ip = c.bind_ip;

@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unordered_set>
@@ -29,6 +30,9 @@ constexpr size_t kCmsgWords =
     (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int)) + 7) / 8;
 constexpr uint8_t kEcnCe = 0x03;
 // A UDP_SEGMENT train's limits: sumcast/udp_offload.h.
+// Control messages per sent message: UDP_SEGMENT (a train) or IP_TOS (a resend with the repair
+// TOS), never both (a resend is never in a train).
+constexpr size_t kTxCmsgWords = std::max(kUdpSegmentCmsgWords, (CMSG_SPACE(sizeof(int)) + 7) / 8);
 
 // What a received datagram's control messages say: its ECN field (IP_RECVTOS; 0 without) and the
 // socket's drop count so far (SO_RXQ_OVFL: the kernel attaches it once the socket dropped any).
@@ -126,6 +130,10 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
     return Status::invalid_argument("UDP transport busy_poll_us must be 0..1000000, got " +
                                     std::to_string(options.busy_poll_us));
   }
+  if (options.repair_tos < -1 || options.repair_tos > 255) {
+    return Status::invalid_argument("UDP transport repair_tos must be -1..255, got " +
+                                    std::to_string(options.repair_tos));
+  }
   if (options.batch == 0 || options.batch > 1024) {
     return Status::invalid_argument("UDP transport batch must be 1..1024, got " + std::to_string(options.batch));
   }
@@ -189,7 +197,8 @@ Result<std::unique_ptr<UdpTransport>> UdpTransport::open(const UdpTransportOptio
   }
   t->tx_msgs_.resize(b);
   t->tx_iov_.resize(t->gso_ ? b * kUdpTrainMaxSegments : b);
-  t->tx_cmsg_.assign(t->gso_ ? b * kUdpSegmentCmsgWords : 0, 0);
+  t->repair_tos_ = options.repair_tos >= 0 && options.repair_tos != options.tos ? options.repair_tos : -1;
+  t->tx_cmsg_.assign(t->gso_ || t->repair_tos_ >= 0 ? b * kTxCmsgWords : 0, 0);
   t->tx_first_.resize(b);
   t->tx_count_.resize(b);
   return t;
@@ -330,11 +339,11 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
       const OutPacket& first = packets[p];
       if (gso_stamps_ && !tx_seen_.insert(first.data).second) break;  // the next sendmmsg takes it
       size_t n = 1;
-      if (gso_ && !first.alone) {
+      if (gso_ && !first.resend) {
         const size_t most = std::min(kUdpTrainMaxSegments, kUdpTrainMaxBytes / std::max<size_t>(first.len, 1));
         while (n < most && p + n < packets.size()) {
           const OutPacket& o = packets[p + n];
-          if (o.alone || o.peer != first.peer || o.len > first.len || packets[p + n - 1].len != first.len) break;
+          if (o.resend || o.peer != first.peer || o.len > first.len || packets[p + n - 1].len != first.len) break;
           if (tx_seen_.contains(o.data)) break;
           tx_seen_.insert(o.data);
           ++n;
@@ -360,7 +369,9 @@ Status UdpTransport::send(std::span<const OutPacket> packets) {
       mh.msg_hdr.msg_iov = &tx_iov_[iov];
       mh.msg_hdr.msg_iovlen = n;
       if (n > 1) {
-        set_udp_segment(mh.msg_hdr, &tx_cmsg_[m * kUdpSegmentCmsgWords], static_cast<uint16_t>(first.len));
+        set_udp_segment(mh.msg_hdr, &tx_cmsg_[m * kTxCmsgWords], static_cast<uint16_t>(first.len));
+      } else if (first.resend && repair_tos_ >= 0) {
+        set_one_control(mh.msg_hdr, &tx_cmsg_[m * kTxCmsgWords], IPPROTO_IP, IP_TOS, repair_tos_);
       }
       tx_first_[m] = p;
       tx_count_[m] = n;

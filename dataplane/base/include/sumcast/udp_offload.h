@@ -1,8 +1,8 @@
 // Kernel UDP segmentation offload, the pieces both kernel-UDP data paths use: the worker
 // library's UdpTransport (worker_shim/core) and the embedded service behind sumcast-serve
 // (dataplane/embedded). One definition of a train's limits, of the UDP_SEGMENT control message
-// that makes one, of reading a UDP_GRO control message, and of sizing a socket's buffers, so
-// that the two ends of a train agree (docs/deployment.md, "UDP trains").
+// that makes one (and of writing any one control message), of reading a UDP_GRO control message, and of sizing a
+// socket's buffers, so that the two ends of a train agree (docs/deployment.md, "UDP trains").
 //
 // Thread safety: pure functions on the caller's buffers and sockets.
 #pragma once
@@ -26,16 +26,23 @@ inline constexpr size_t kUdpTrainMaxBytes = 63 * 1024;
 // Control space, in 8-byte words, of one UDP_SEGMENT control message.
 inline constexpr size_t kUdpSegmentCmsgWords = (CMSG_SPACE(sizeof(uint16_t)) + 7) / 8;
 
+// Makes `h` carry one control message (level, type, value), written into `space` (at least
+// CMSG_SPACE(sizeof(T)) bytes, in 8-byte words), which must live until the send.
+template <typename T>
+inline void set_one_control(msghdr& h, uint64_t* space, int level, int type, const T& value) {
+  h.msg_control = space;
+  h.msg_controllen = CMSG_SPACE(sizeof(T));
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  c->cmsg_level = level;
+  c->cmsg_type = type;
+  c->cmsg_len = CMSG_LEN(sizeof(T));
+  std::memcpy(CMSG_DATA(c), &value, sizeof(T));
+}
+
 // Makes `h` a train of `segment`-byte datagrams: a UDP_SEGMENT control message written into
 // `space` (kUdpSegmentCmsgWords words), which must live until the send.
 inline void set_udp_segment(msghdr& h, uint64_t* space, uint16_t segment) {
-  h.msg_control = space;
-  h.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
-  cmsghdr* c = CMSG_FIRSTHDR(&h);
-  c->cmsg_level = IPPROTO_UDP;
-  c->cmsg_type = UDP_SEGMENT;
-  c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-  std::memcpy(CMSG_DATA(c), &segment, sizeof(segment));
+  set_one_control(h, space, IPPROTO_UDP, UDP_SEGMENT, segment);
 }
 
 // The segment size a received UDP_GRO control message gives (the buffer holds datagrams of that

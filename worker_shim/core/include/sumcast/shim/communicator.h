@@ -93,7 +93,13 @@
 // intervals). The queue is looked at once per receive batch at most, and the held chunks go out
 // together at the batch's end (whole UDP_SEGMENT trains), smallest chunk index first, or, with no
 // result coming, 1 ms later. Resends, probes and control packets are never held, so a
-// repair waits behind at most that queue. Off with send_queue_us = 0, and where the transport
+// repair waits behind at most that queue, and behind none where resends go with a repair_dscp
+// that the host's qdisc (or the switch, where the queue builds there) serves first: a repair then
+// overtakes first transmissions sent before it, never one sent after it, so every rule above that
+// takes an answer to a later-sent chunk as evidence still holds, and so do the appliance's loss
+// notices for every resend made on such evidence (it repeats a number the core has passed); only
+// a stall probe whose first transmission still waits in the queue arrives as a reordered frame
+// would (docs/protocol.md §7: frames, not sums). Off with send_queue_us = 0, and where the transport
 // cannot tell its queue (verbs: the NIC paces). A host whose link is not the bottleneck (a veth
 // without a qdisc, a fast NIC) never holds anything: its queue is empty whenever it is looked at.
 // Failover (docs/failover.md). With more than one aggregator, the loss of one is survived: it is
@@ -187,6 +193,11 @@ struct CommConfig {
   uint8_t dscp = 0;                      // DSCP of contributions, 0..63 (UDP: IP_TOS; verbs: the AH's traffic class)
   bool ecn = false;                      // mark contributions ECT(0); false: not-ECT
   uint8_t tos() const { return static_cast<uint8_t>((dscp & 0x3F) << 2 | (ecn ? 0x2 : 0)); }
+  // DSCP of resends (retransmissions, probes), -1..63; -1: dscp. See Send queue: a host qdisc or
+  // switch queue that serves it first lets a repair skip the first transmissions queued before it.
+  // UDP transport only (verbs refuses one that differs from dscp).
+  int repair_dscp = -1;
+  int repair_tos() const { return repair_dscp < 0 ? -1 : ((repair_dscp & 0x3F) << 2 | (ecn ? 0x2 : 0)); }
   // Congestion window (see Congestion window above).
   bool cnp_reaction = true;             // cut the window on CNPs and CE-marked results; false: count CNPs only
   uint32_t window_cut_percent = 50;     // a cut leaves this percent of the window (at least 1 slot), 1..99

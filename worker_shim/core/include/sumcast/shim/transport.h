@@ -117,10 +117,12 @@ struct OutPacket {
   uint32_t peer = 0;
   const uint8_t* data = nullptr;
   uint32_t len = 0;
-  // Sent as a datagram of its own, never in a UDP_SEGMENT train (resends: a resend must not
-  // depend on what a path does to trains; receivers of earlier versions dropped datagrams k > 0
-  // of a train that a hop cut, and a resend in a train could fail at the same place every time).
-  bool alone = false;
+  // A resend (a retransmission or probe): sent as a datagram of its own, never in a UDP_SEGMENT
+  // train (a resend must not depend on what a path does to trains; receivers of earlier versions
+  // dropped datagrams k > 0 of a train that a hop cut, and a resend in a train could fail at the
+  // same place every time), and with the transport's repair TOS where one is set
+  // (UdpTransportOptions::repair_tos: queues that serve repairs first).
+  bool resend = false;
 };
 
 // A validated result, abort, loss notice or congestion notification. `payload` stays valid until the next

@@ -26,6 +26,7 @@ struct TransportConfig {
   TransportKind kind = TransportKind::kUdp;
   uint32_t bind_ip = 0;  // our IPv4, host order; required (UDP: the ICRC covers it; verbs: selects the GID)
   uint8_t tos = 0;       // IPv4 TOS of what we send: DSCP << 2 | ECN (UDP: IP_TOS; verbs: GRH traffic class)
+  int repair_tos = -1;   // TOS of resends, 0..255; -1: tos (UDP only: the verbs transport refuses another)
   // UDP
   uint16_t udp_port = 0;      // 0: ephemeral
   bool verify_icrc = true;    // check the ICRC of every result and CNP

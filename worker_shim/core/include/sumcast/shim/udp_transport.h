@@ -7,7 +7,9 @@
 // address, ID 0, DF). Batches use sendmmsg/recvmmsg. With recv_ecn, IP_RECVTOS tells the ECN field of every datagram: a
 // result marked CE (the network to us is congested) says so. Every socket sets SO_RXQ_OVFL, so datagrams it dropped for
 // want of receive buffer are counted (rx_overflows), and the counters say what sendmmsg refused (tx_partial, tx_eagain,
-// tx_enobufs) and which buffer sizes the kernel granted.
+// tx_enobufs) and which buffer sizes the kernel granted. With repair_tos, a resend
+// (OutPacket::resend) carries an IP_TOS control message of its own, so it leaves with that TOS
+// while everything else has the socket's.
 //
 // GRO (option gro, on by default): the socket sets UDP_GRO, so a kernel whose device coalesced
 // several results of one flow (same addresses and ports, DF, consecutive in its queue) hands them
@@ -68,7 +70,11 @@ struct UdpTransportOptions {
   bool verify_icrc = true;            // check the ICRC of every result
   uint32_t send_wait_ms = 10;         // when the socket buffer is full, wait this long for room
   uint8_t tos = 0;                    // IP_TOS of every datagram: DSCP << 2 | ECN (the ICRC masks it)
-  bool recv_ecn = false;              // IP_RECVTOS: flag results that arrive marked CE (Received::ce)
+  // IP_TOS of resends (OutPacket::resend), per datagram (an IP_TOS control message), 0..255; -1:
+  // tos. A host qdisc or a switch that serves this DSCP first lets repairs skip the queue of first
+  // transmissions (communicator.h, Send queue).
+  int repair_tos = -1;
+  bool recv_ecn = false;  // IP_RECVTOS: flag results that arrive marked CE (Received::ce)
   // SO_BUSY_POLL on every socket: a receive that finds nothing polls the device queue this long
   // first (and SO_PREFER_BUSY_POLL where the kernel has it). 0: off. A kernel that refuses it
   // (raising it may need CAP_NET_ADMIN) fails open() naming the cause.
@@ -149,6 +155,7 @@ class UdpTransport final : public Transport {
   size_t rx_buf_len_ = 0;       // bytes per receive buffer
   bool gso_ = false;            // UDP_SEGMENT trains
   bool gso_stamps_ = false;     // send() stamps every packet for the IP ID it leaves with
+  int repair_tos_ = -1;         // IP_TOS of resends when it differs from the socket's; -1: none
   std::string gso_refused_;     // why the kernel refused UDP_SEGMENT ("" when it did not)
   TransportCounters counters_;
   // Receive batch: one buffer of kRxBufLen bytes per datagram.
@@ -162,7 +169,7 @@ class UdpTransport final : public Transport {
   // Send batch: one message per packet, or per GSO train.
   std::vector<mmsghdr> tx_msgs_;
   std::vector<iovec> tx_iov_;                   // one per packet: batch of them, batch x kGsoMaxSegments with GSO
-  std::vector<uint64_t> tx_cmsg_;               // one UDP_SEGMENT control buffer per message
+  std::vector<uint64_t> tx_cmsg_;               // one control buffer per message (UDP_SEGMENT or IP_TOS)
   std::vector<size_t> tx_first_;                // the message's first packet (index into send()'s span)
   std::vector<size_t> tx_count_;                // the message's packets
   std::unordered_set<const uint8_t*> tx_seen_;  // the buffers of one sendmmsg (GSO stamping)
