@@ -81,17 +81,18 @@ _tb_shape() {
 # _tb_fifo_bytes RATE BURST: the byte limit tc gives "tbf ... latency 50ms" (RATE x 50 ms +
 # BURST), for tc's units (RATE: bit, kbit, mbit, gbit; BURST: b, kb, mb, or bytes).
 _tb_fifo_bytes() {
-  local r=$1 b=$2 rb bb
+  local r=$1 b=$2 rn rm bn bm
   case "$r" in
-    *gbit) rb=$((${r%gbit} * 1000000000)) ;; *mbit) rb=$((${r%mbit} * 1000000)) ;;
-    *kbit) rb=$((${r%kbit} * 1000)) ;; *bit) rb=${r%bit} ;;
+    *gbit) rn=${r%gbit} rm=1000000000 ;; *mbit) rn=${r%mbit} rm=1000000 ;;
+    *kbit) rn=${r%kbit} rm=1000 ;; *bit) rn=${r%bit} rm=1 ;;
     *) echo "testbed: rate $r: want bit, kbit, mbit or gbit" >&2; return 1 ;;
   esac
   case "$b" in
-    *mb) bb=$((${b%mb} * 1048576)) ;; *kb) bb=$((${b%kb} * 1024)) ;; *b) bb=${b%b} ;; *) bb=$b ;;
+    *mb) bn=${b%mb} bm=1048576 ;; *kb) bn=${b%kb} bm=1024 ;; *b) bn=${b%b} bm=1 ;; *) bn=$b bm=1 ;;
   esac
-  case "$rb$bb" in '' | *[!0-9]*) echo "testbed: rate $r or burst $b not a whole number" >&2; return 1 ;; esac
-  echo $((rb / 8 / 20 + bb))
+  case "$rn.$bn" in [0-9]*.[0-9]*) ;; *) echo "testbed: rate $r or burst $b is not a whole number of its unit" >&2; return 1 ;; esac
+  case "$rn$bn" in *[!0-9]*) echo "testbed: rate $r or burst $b is not a whole number of its unit" >&2; return 1 ;; esac
+  echo $((rn * rm / 8 / 20 + bn * bm))
 }
 
 # _tb_wait_reach NS ADDR: links come up asynchronously; waits (10 pings of 1 s at most) until
