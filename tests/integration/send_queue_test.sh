@@ -11,7 +11,7 @@
 #      under 2% loss on the switch, --repair-dscp 34: exact, some resends, and each rank's resends
 #      (retransmissions, fast and notice retransmissions, liveness probes) are exactly what left
 #      through its link's DSCP 34 class: every resend carried the repair DSCP, nothing else did.
-# Takes ~25 s.
+# Takes ~12 s.
 #
 # usage: send_queue_test.sh SUMCASTD SUMCASTCTL ALLREDUCE IMPAIR
 set -euo pipefail
