@@ -90,8 +90,8 @@ _tb_fifo_bytes() {
   case "$b" in
     *mb) bn=${b%mb} bm=1048576 ;; *kb) bn=${b%kb} bm=1024 ;; *b) bn=${b%b} bm=1 ;; *) bn=$b bm=1 ;;
   esac
-  case "$rn.$bn" in [0-9]*.[0-9]*) ;; *) echo "testbed: rate $r or burst $b is not a whole number of its unit" >&2; return 1 ;; esac
-  case "$rn$bn" in *[!0-9]*) echo "testbed: rate $r or burst $b is not a whole number of its unit" >&2; return 1 ;; esac
+  [[ $rn =~ ^[0-9]+$ && $bn =~ ^[0-9]+$ ]] ||
+    { echo "testbed: rate $r or burst $b is not a whole number of its unit" >&2; return 1; }
   echo $((rn * rm / 8 / 20 + bn * bm))
 }
 

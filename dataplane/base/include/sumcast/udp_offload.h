@@ -1,8 +1,9 @@
 // Kernel UDP segmentation offload, the pieces both kernel-UDP data paths use: the worker
 // library's UdpTransport (worker_shim/core) and the embedded service behind sumcast-serve
 // (dataplane/embedded). One definition of a train's limits, of the UDP_SEGMENT control message
-// that makes one (and of writing any one control message), of reading a UDP_GRO control message, and of sizing a
-// socket's buffers, so that the two ends of a train agree (docs/deployment.md, "UDP trains").
+// that makes one (and of writing any one control message), of reading a UDP_GRO control
+// message, and of sizing a socket's buffers, so that the two ends of a train agree
+// (docs/deployment.md, "UDP trains").
 //
 // Thread safety: pure functions on the caller's buffers and sockets.
 #pragma once
