@@ -68,6 +68,30 @@ TEST(EnvConfig, SendQueueDefaultsToTheLibrarysAndParses) {
   EXPECT_NE(bad.status.message().find("SUMCAST_MPI_SEND_QUEUE_US"), std::string::npos) << bad.status.message();
 }
 
+// DSCP, ECN and the repair DSCP (shim/communicator.h): the library's defaults (the repair DSCP
+// unset: the contributions'), each parsed, each range refused naming its variable.
+TEST(EnvConfig, DscpEcnAndRepairDscpDefaultToTheLibrarysAndParse) {
+  const shim::CommConfig lib;
+  EXPECT_EQ(MpiConfig{}.dscp, lib.dscp);
+  EXPECT_EQ(MpiConfig{}.ecn, lib.ecn);
+  EXPECT_EQ(MpiConfig{}.repair_dscp, lib.repair_dscp);
+  const LoadedConfig lc = load({{"SUMCAST_MPI_APPLIANCES", "10.0.0.1:4790"},
+                                {"SUMCAST_MPI_DSCP", "26"},
+                                {"SUMCAST_MPI_ECN", "1"},
+                                {"SUMCAST_MPI_REPAIR_DSCP", "34"}});
+  ASSERT_TRUE(lc.status.ok()) << lc.status.to_string();
+  EXPECT_EQ(lc.config.dscp, 26);
+  EXPECT_TRUE(lc.config.ecn);
+  EXPECT_EQ(lc.config.repair_dscp, 34);
+  for (const char* name : {"SUMCAST_MPI_DSCP", "SUMCAST_MPI_REPAIR_DSCP"}) {
+    for (const char* value : {"64", "-1"}) {
+      const LoadedConfig bad = load({{"SUMCAST_MPI_APPLIANCES", "10.0.0.1:4790"}, {name, value}});
+      EXPECT_FALSE(bad.status.ok()) << name << "=" << value;
+      EXPECT_NE(bad.status.message().find(name), std::string::npos) << bad.status.message();
+    }
+  }
+}
+
 TEST(EnvConfig, MissingApplianceListIsTheProblem) {
   const LoadedConfig lc = load({});
   ASSERT_FALSE(lc.status.ok());

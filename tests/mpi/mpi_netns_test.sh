@@ -10,7 +10,9 @@
 #      topology file written here, the first half of the local ranks on NUMA0): with two or more
 #      ranks on some node the reduce runs within each node first (verbose says so, the statistics
 #      count the stages and the bytes read across nodes), else in one stage; results identical;
-#   3. LD_PRELOAD with SUMCAST_MPI_INTRANODE=0 (every rank a member of one job);
+#   3. LD_PRELOAD with SUMCAST_MPI_INTRANODE=0 (every rank a member of one job), and with
+#      SUMCAST_MPI_DSCP=26, _ECN=1, _REPAIR_DSCP=34: every contribution crossing the switch is
+#      ECT(0) with DSCP 26, or 34 where it is a resend (nftables counters on the bridge);
 #   4. sumcastd stopped: results identical, exactly one warning.
 # MPICH additionally checks MPIX_C_FLOAT16 in run 1 (see mpi_correctness.c).
 # PROGRAM is mpi_correctness or any program that prints the same lines (mpi_python.py: a Python
@@ -151,9 +153,32 @@ if [[ $runs == *" numa "* ]]; then
 fi
 
 if [[ $runs == *" flat "* ]]; then
-  run flat LD_PRELOAD="$lib" "${common[@]}" SUMCAST_MPI_INTRANODE=0
+  # With SUMCAST_MPI_DSCP, _ECN and _REPAIR_DSCP: every contribution that crosses the switch
+  # carries DSCP 26 and ECT(0), or DSCP 34 and ECT(0) (a resend), and most DSCP 26.
+  tb_exec sw nft -f - <<'NFT'
+table bridge sumcast_mpi_dscp {
+  counter up_all { }
+  counter up_marked { }
+  counter up_repair { }
+  chain count {
+    type filter hook forward priority -10; policy accept;
+    ether type ip udp dport 4791 counter name up_all
+    ether type ip udp dport 4791 ip dscp 26 ip ecn ect0 counter name up_marked
+    ether type ip udp dport 4791 ip dscp 34 ip ecn ect0 counter name up_repair
+  }
+}
+NFT
+  run flat LD_PRELOAD="$lib" "${common[@]}" SUMCAST_MPI_INTRANODE=0 SUMCAST_MPI_DSCP=26 SUMCAST_MPI_ECN=1 \
+    SUMCAST_MPI_REPAIR_DSCP=34
   same_as_plain flat
   took_eligible flat
+  count() { tb_exec sw nft -j list counter bridge sumcast_mpi_dscp "$1" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'; }
+  ua=$(count up_all) um=$(count up_marked) ur=$(count up_repair)
+  tb_exec sw nft delete table bridge sumcast_mpi_dscp
+  [ "$ua" -gt 0 ] || fail "flat: no contribution crossed the switch"
+  [ "$ua" = $((um + ur)) ] || fail "flat: $((ua - um - ur)) of $ua contributions without DSCP 26 or 34 and ECT(0)"
+  [ "$um" -gt "$ur" ] || fail "flat: $um contributions with DSCP 26, $ur with the repair DSCP 34"
+  echo "flat: $ua contributions all ECT(0), $um with DSCP 26 and $ur resends with DSCP 34"
 fi
 [[ $runs == *" down "* ]] || { echo "PASS (runs:$runs)"; exit 0; }
 

@@ -259,6 +259,9 @@ std::shared_ptr<Job> Runtime::job_for(CommState& st, MPI_Comm comm, bool intrano
   cc.udp_gro = config_.udp_gro;
   cc.udp_gso = config_.udp_gso;
   cc.send_queue_us = config_.send_queue_us;
+  cc.dscp = config_.dscp;
+  cc.ecn = config_.ecn;
+  cc.repair_dscp = config_.repair_dscp;
   cc.rto_max_us = std::max<uint32_t>(config_.rto_us, 200000);
   cc.cnp_reaction = config_.cnp_reaction;
   cc.window_cut_percent = config_.window_cut;

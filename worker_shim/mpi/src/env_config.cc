@@ -92,7 +92,7 @@ Status set_u32(std::string_view v, uint32_t lo, uint32_t hi, F&& set) {
   return {};
 }
 
-constexpr std::array<EnvVar, 35> kTable = {{
+constexpr std::array<EnvVar, 38> kTable = {{
     {"SUMCAST_MPI_ENABLE", EnvType::kBool, "1",
      "0 passes every call to MPI (the ranks still agree on it once per communicator)", true,
      [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.enable = b; }); }},
@@ -205,6 +205,23 @@ constexpr std::array<EnvVar, 35> kTable = {{
      false,
      [](MpiConfig& c, std::string_view v) {
        return set_u32(v, 0, 1'000'000, [&](uint32_t n) { c.send_queue_us = n; });
+     }},
+    {"SUMCAST_MPI_DSCP", EnvType::kUint, "0",
+     "DSCP of the contributions (0..63), for a fabric that classifies RoCE traffic by it (docs/deployment.md, "
+     "\"DSCP, PFC and ECN\")",
+     false,
+     [](MpiConfig& c, std::string_view v) {
+       return set_u32(v, 0, 63, [&](uint32_t n) { c.dscp = static_cast<uint8_t>(n); });
+     }},
+    {"SUMCAST_MPI_ECN", EnvType::kBool, "0",
+     "1: contributions are marked ECT(0), so that ECN switches mark them CE instead of dropping them; 0: not-ECT",
+     false, [](MpiConfig& c, std::string_view v) { return set_bool(v, [&](bool b) { c.ecn = b; }); }},
+    {"SUMCAST_MPI_REPAIR_DSCP", EnvType::kUint, "(SUMCAST_MPI_DSCP)",
+     "DSCP of resends (retransmissions and probes; 0..63), for a queue that serves them before the contributions "
+     "(docs/deployment.md, \"Repairs ahead of the queue\")",
+     false,
+     [](MpiConfig& c, std::string_view v) {
+       return set_u32(v, 0, 63, [&](uint32_t n) { c.repair_dscp = static_cast<int>(n); });
      }},
     {"SUMCAST_MPI_CNP_REACTION", EnvType::kBool, "1",
      "a CNP from an appliance (its network marked our packets CE) cuts the window of packets in flight toward it",

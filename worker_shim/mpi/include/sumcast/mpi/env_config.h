@@ -54,6 +54,9 @@ struct MpiConfig {
   bool udp_gro = true;                       // SUMCAST_MPI_UDP_GRO
   bool udp_gso = false;                      // SUMCAST_MPI_UDP_GSO
   uint32_t send_queue_us = 2000;             // SUMCAST_MPI_SEND_QUEUE_US (0: off)
+  uint8_t dscp = 0;                          // SUMCAST_MPI_DSCP: of the contributions, 0..63
+  bool ecn = false;                          // SUMCAST_MPI_ECN: contributions ECT(0)
+  int repair_dscp = -1;                      // SUMCAST_MPI_REPAIR_DSCP: of resends, 0..63; -1 (unset): dscp
   bool cnp_reaction = true;                  // SUMCAST_MPI_CNP_REACTION
   uint32_t window_cut = 50;                  // SUMCAST_MPI_WINDOW_CUT (percent)
   uint32_t window_step = 1;                  // SUMCAST_MPI_WINDOW_STEP
