@@ -44,10 +44,6 @@ it_begin $N
 it_start_appliance
 sw() { tb_exec sw "$@"; }
 
-nft_counter() {  # NS FAMILY TABLE NAME -> packets
-  tb_exec "$1" nft -j list counter "$2" "$3" "$4" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'
-}
-
 # Frames the switch forwards, counted before (-100) and after (+100) the loss table's hook (0):
 # contributions up, results down (Sumcast type 2: byte 21 of the UDP payload, bit 232 from the UDP
 # header; loss notices, type 4, are not results: one lost costs no answered retransmission).
@@ -150,8 +146,8 @@ note "workers: retransmissions $retx (on loss notices $notice_retx), duplicate r
 
 case $MODE in
   loss* | notices)
-    up=$(($(nft_counter sw bridge integ_count up_in) - $(nft_counter sw bridge integ_count up_out)))
-    down=$(($(nft_counter sw bridge integ_count down_in) - $(nft_counter sw bridge integ_count down_out)))
+    up=$(($(tb_nft_packets sw bridge integ_count up_in) - $(tb_nft_packets sw bridge integ_count up_out)))
+    down=$(($(tb_nft_packets sw bridge integ_count down_in) - $(tb_nft_packets sw bridge integ_count down_out)))
     ;;
   reorder | delay)
     it_impair_stop
@@ -169,8 +165,8 @@ case $MODE in
     note "sumcast-impair: $held packets $([ "$MODE" = reorder ] && echo reordered || echo delayed)"
     ;;
   dup)
-    dup_up=$(nft_counter sw netdev integ_dup dup_up)
-    dup_down=$(nft_counter sw netdev integ_dup dup_down)
+    dup_up=$(tb_nft_packets sw netdev integ_dup dup_up)
+    dup_down=$(tb_nft_packets sw netdev integ_dup dup_down)
     note "duplicated: $dup_up contributions, $dup_down results"
     if [ "$dup_up" -eq 0 ] || [ "$dup_down" -eq 0 ]; then fail "nothing was duplicated both ways"; fi
     [ $((app_dups + answered)) -ge $((dup_up / 2)) ] ||

@@ -57,9 +57,6 @@ it_begin $N
 it_start_appliance
 note "workers at ${TB_WORKER_IP[*]}; appliance data $TB_APP_IP behind gateway $TB_GW_IP"
 
-nft_counter() {  # NAME -> packets of the router's loss counter
-  tb_exec rt nft -j list counter inet sumcast_loss "$1" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'
-}
 router_mac() { tb_exec rt cat "/sys/class/net/$TB_ROUTER_IF/address"; }
 
 case $MODE in
@@ -74,7 +71,7 @@ case $MODE in
       note "$dtype exact across the router under 1% loss"
     done
     answered=$(($(it_stat retransmits_answered) - before_answered))
-    up=$(nft_counter lost_up) down=$(nft_counter lost_down)
+    up=$(tb_nft_packets rt inet sumcast_loss lost_up) down=$(tb_nft_packets rt inet sumcast_loss lost_down)
     [ "$up" -gt 0 ] && [ "$down" -gt 0 ] || fail "the router dropped $up contributions and $down results: not both ways"
     retx=0
     for dtype in fp32 bf16; do
@@ -128,7 +125,7 @@ NFT
     it_ranks dscp routed-dscp $N --counts 1,16385,262144 --iters 2 --warmup 0 --check --dscp 26 --ecn
     it_wait 60 || fail "hung"
     it_expect_exact dscp $N 3
-    count() { tb_exec rt nft -j list counter inet sumcast_dscp "$1" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'; }
+    count() { tb_nft_packets rt inet sumcast_dscp "$1"; }
     ua=$(count up_all) um=$(count up_marked) da=$(count down_all) dm=$(count down_marked)
     note "contributions $um of $ua marked DSCP 26 ECT(0); results $dm of $da"
     [ "$ua" -gt 0 ] && [ "$da" -gt 0 ] || fail "no RoCEv2 frame crossed the router"
@@ -188,7 +185,7 @@ NFT
     kill -TERM $cap
     it_until 10 bash -c "! kill -0 $cap 2>/dev/null" || fail "tshark did not stop"
     wait $cap || true
-    marked=$(tb_exec rt nft -j list counter inet sumcast_ce ce_set | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]')
+    marked=$(tb_nft_packets rt inet sumcast_ce ce_set)
     ce=$(it_stat ce_marked) cnps=$(it_stat cnps_sent)
     decoded=$(awk '$1 == 129 { n++ } END { print n + 0 }' "$IT_WORK/cnps.log")
     note "router marked $marked contributions CE; appliance counted $ce, sent $cnps CNPs; tshark decoded $decoded CNPs to rank 0: $(sort -u "$IT_WORK/cnps.log" | head -3 | tr '\t\n' ' ;')"
@@ -196,7 +193,7 @@ NFT
     [ "$ce" = "$marked" ] || fail "the appliance counted $ce CE-marked contributions, the router marked $marked"
     [ "$cnps" -gt 0 ] || fail "no CNP sent"
     [ "$received" -le "$cnps" ] || fail "the workers received $received CNPs, the appliance sent $cnps"
-    down=$(tb_exec rt nft -j list counter inet sumcast_ce ce_down | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]')
+    down=$(tb_nft_packets rt inet sumcast_ce ce_down)
     note "router marked $down results (and CNPs) CE; the workers saw $ce_seen CE-marked results"
     [ "$ce_seen" -gt 0 ] && [ "$ce_seen" -le "$down" ] || fail "the workers saw $ce_seen CE-marked results of $down marked"
     [ "$decoded" -gt 0 ] || fail "tshark decoded no CNP in rank 0's capture"

@@ -172,7 +172,7 @@ NFT
     SUMCAST_MPI_REPAIR_DSCP=34
   same_as_plain flat
   took_eligible flat
-  count() { tb_exec sw nft -j list counter bridge sumcast_mpi_dscp "$1" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'; }
+  count() { tb_nft_packets sw bridge sumcast_mpi_dscp "$1"; }
   ua=$(count up_all) um=$(count up_marked) ur=$(count up_repair)
   tb_exec sw nft delete table bridge sumcast_mpi_dscp
   [ "$ua" -gt 0 ] || fail "flat: no contribution crossed the switch"

@@ -16,6 +16,7 @@
 #   tb_gro            the workers' links coalesce what they receive (GRO), as a NIC's do (below)
 #   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables
 #                     (on the routed bed: of the RoCEv2 frames the router forwards, counted).
+#   tb_nft_packets NS FAMILY TABLE NAME   packets of nftables named counter NAME in namespace NS.
 #   tb_up_routed N    the routed bed instead: N workers in two subnets (even ranks TB_NET_A, odd
 #                     ranks TB_NET_B), the appliance in a third (TB_NET_APP, its management veth in
 #                     TB_NET_MGMT), joined by a router namespace "rt" with forwarding on; a fourth
@@ -227,6 +228,10 @@ tb_add_node() {
     _tb_shape "$(tb_ns sw)" "p$name" "$rate" "${TB_BURST:-}"
   fi
   _tb_wait_reach "$name" "${TB_WORKER_IP[0]:-$TB_MGMT_IP}"
+}
+
+tb_nft_packets() {  # NS FAMILY TABLE NAME -> packets of that named counter
+  tb_exec "$1" nft -j list counter "$2" "$3" "$4" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'
 }
 
 tb_loss() {  # percent of frames dropped on every switch port, both directions
