@@ -155,30 +155,12 @@ fi
 if [[ $runs == *" flat "* ]]; then
   # With SUMCAST_MPI_DSCP, _ECN and _REPAIR_DSCP: every contribution that crosses the switch
   # carries DSCP 26 and ECT(0), or DSCP 34 and ECT(0) (a resend), and most DSCP 26.
-  tb_exec sw nft -f - <<'NFT'
-table bridge sumcast_mpi_dscp {
-  counter up_all { }
-  counter up_marked { }
-  counter up_repair { }
-  chain count {
-    type filter hook forward priority -10; policy accept;
-    ether type ip udp dport 4791 counter name up_all
-    ether type ip udp dport 4791 ip dscp 26 ip ecn ect0 counter name up_marked
-    ether type ip udp dport 4791 ip dscp 34 ip ecn ect0 counter name up_repair
-  }
-}
-NFT
+  tb_marks_count 26 34
   run flat LD_PRELOAD="$lib" "${common[@]}" SUMCAST_MPI_INTRANODE=0 SUMCAST_MPI_DSCP=26 SUMCAST_MPI_ECN=1 \
     SUMCAST_MPI_REPAIR_DSCP=34
   same_as_plain flat
   took_eligible flat
-  count() { tb_nft_packets sw bridge sumcast_mpi_dscp "$1"; }
-  ua=$(count up_all) um=$(count up_marked) ur=$(count up_repair)
-  tb_exec sw nft delete table bridge sumcast_mpi_dscp
-  [ "$ua" -gt 0 ] || fail "flat: no contribution crossed the switch"
-  [ "$ua" = $((um + ur)) ] || fail "flat: $((ua - um - ur)) of $ua contributions without DSCP 26 or 34 and ECT(0)"
-  [ "$um" -gt "$ur" ] || fail "flat: $um contributions with DSCP 26, $ur with the repair DSCP 34"
-  echo "flat: $ua contributions all ECT(0), $um with DSCP 26 and $ur resends with DSCP 34"
+  tb_marks_check flat 26 34 || fail "flat: DSCP and ECN of the contributions"
 fi
 [[ $runs == *" down "* ]] || { echo "PASS (runs:$runs)"; exit 0; }
 

@@ -128,6 +128,36 @@ TEST(PluginConfig, SendQueueDefaultsToTheLibrarysAndParses) {
   EXPECT_NE(c.status().message().find("SUMCAST_SEND_QUEUE_US"), std::string::npos) << c.status().message();
 }
 
+// DSCP and ECN (docs/deployment.md, "DSCP, PFC and ECN"): unset, the library's defaults (DSCP 0,
+// not-ECT, resends with the contributions' DSCP); set, parsed into the fields the lanes copy into
+// their CommConfig; a DSCP past 63 is refused by name.
+TEST(PluginConfig, DscpEcnAndRepairDscpDefaultToTheLibrarysAndParse) {
+  Env dflt{{{"SUMCAST_NCCL_CONF", "/dev/null"}}};
+  auto c = load_config(dflt.getter());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const shim::CommConfig lib;
+  EXPECT_EQ(c->dscp, lib.dscp);
+  EXPECT_EQ(c->ecn, lib.ecn);
+  EXPECT_EQ(c->repair_dscp, lib.repair_dscp);
+  Env set{{{"SUMCAST_NCCL_CONF", "/dev/null"},
+           {"SUMCAST_DSCP", "26"},
+           {"SUMCAST_ECN", "1"},
+           {"SUMCAST_REPAIR_DSCP", "34"}}};
+  c = load_config(set.getter());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->dscp, 26);
+  EXPECT_TRUE(c->ecn);
+  EXPECT_EQ(c->repair_dscp, 34);
+  for (const char* key : {"SUMCAST_DSCP", "SUMCAST_REPAIR_DSCP"}) {
+    Env bad{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {key, "64"}}};
+    c = load_config(bad.getter());
+    ASSERT_FALSE(c.ok()) << key;
+    EXPECT_NE(c.status().message().find(std::string(key) + "=64"), std::string::npos) << c.status().message();
+  }
+  Env ecn{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"SUMCAST_ECN", "2"}}};
+  EXPECT_FALSE(load_config(ecn.getter()).ok());
+}
+
 TEST(PluginConfig, MissingExplicitFileIsAnError) {
   Env env{{{"SUMCAST_NCCL_CONF", "/nonexistent/nccl.conf"}}};
   EXPECT_FALSE(load_config(env.getter()).ok());

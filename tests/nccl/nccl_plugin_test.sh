@@ -13,7 +13,8 @@
 #   nccl_plugin_test.sh testbed ABI HARNESS PLUGIN SUMCASTD [N]
 #       the namespace test bed (tools/testbed/testbed.sh): sumcastd on net_af_packet in the
 #       appliance namespace, rank i in namespace w<i>, ncclNet over the worker veths. Needs root
-#       (exit 77, skipped, otherwise).
+#       (exit 77, skipped, otherwise). Its CollNet run sets SUMCAST_DSCP=26, SUMCAST_ECN=1 and
+#       SUMCAST_REPAIR_DSCP=34 and counts on the switch that every contribution carries them.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
@@ -90,13 +91,22 @@ run_ranks() {  # name count harness-args...: `count` harness processes, all of w
   pids=()
 }
 
+# SUMCAST_DSCP, _ECN and _REPAIR_DSCP on the bed's CollNet run: every contribution that crosses
+# the switch carries DSCP 26 and ECT(0), or DSCP 34 and ECT(0) where it is a resend.
+if [ "$kind" = testbed ]; then tb_marks_count 26 34; fi
+
 for mode in collnet net; do
-  run_ranks "$mode" "$n" --mode "$mode"
+  if [ "$mode" = collnet ] && [ "$kind" = testbed ]; then
+    SUMCAST_DSCP=26 SUMCAST_ECN=1 SUMCAST_REPAIR_DSCP=34 run_ranks "$mode" "$n" --mode "$mode"
+  else
+    run_ranks "$mode" "$n" --mode "$mode"
+  fi
   grep -h "exact\|PASS\|net device" "$work/$mode-rank0.log"
   if [ "$mode" = collnet ]; then
     grep -q "CollNet closeColl rank 0/$n" "$work/$mode-rank0.log" || fail "no closeColl summary from the plugin"
   fi
 done
+if [ "$kind" = testbed ]; then tb_marks_check collnet 26 34 || fail "DSCP and ECN of the contributions"; fi
 
 if [ "$kind" = local ]; then
   # CollNet set-up failures, each case in processes of its own (the plugin reads its settings once).

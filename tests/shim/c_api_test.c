@@ -1,15 +1,18 @@
 /* The C API, compiled as C and linked against libsumcast.so: version, defaults, errors without a
  * communicator, blocking and non-blocking all-reduce (in place and not) and a deterministic job on
  * two rank threads against an embedded service, the local-group all-reduce (three buffers per
- * rank, twice: the plan kept, then remade for a new count; a device buffer refused), counters,
+ * rank, twice: the plan kept, then remade for a new count; a device buffer refused), DSCP and ECN
+ * on the data socket, counters,
  * failure after the service stops, and that the shared library exports the C API and nothing of
  * the C++ core. */
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "sumcast/sumcast.h"
 
@@ -54,6 +57,29 @@ static void check_locked(int cond, const char* what, int rank, const char* detai
   pthread_mutex_unlock(&g_lock);
 }
 
+/* sumcast_comm_create refuses `cfg` as an invalid argument with a message that contains `words`. */
+static int refused(const sumcast_config* cfg, const char* words) {
+  sumcast_comm* comm = NULL;
+  return sumcast_comm_create(cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT && comm == NULL &&
+         strstr(sumcast_last_error(NULL), words) != NULL;
+}
+
+/* IPv4 datagram sockets of this process whose IP_TOS is `tos` (the library keeps its socket to
+ * itself; the marking is checked where the kernel holds it). */
+static int udp_sockets_with_tos(int tos) {
+  int found = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    int type = 0, domain = 0, value = 0;
+    socklen_t len = sizeof(int);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_DGRAM) continue;
+    len = sizeof(int);
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET) continue;
+    len = sizeof(int);
+    if (getsockopt(fd, IPPROTO_IP, IP_TOS, &value, &len) == 0 && value == tos) ++found;
+  }
+  return found;
+}
+
 static void* rank_main(void* arg) {
   const int rank = (int)(size_t)arg;
   sumcast_config cfg;
@@ -68,10 +94,13 @@ static void* rank_main(void* arg) {
   cfg.dtype = SUMCAST_FP32;
   cfg.op = SUMCAST_SUM;
   cfg.bind_ip = "127.0.0.1";
+  cfg.dscp = 26; /* API 1.7: contributions with DSCP 26 and ECT(0) */
+  cfg.ecn = 1;
   sumcast_comm* comm = NULL;
   sumcast_result rc = sumcast_comm_create(&cfg, &comm);
   check_locked(rc == SUMCAST_OK && comm != NULL, "sumcast_comm_create", rank, sumcast_last_error(NULL));
   if (comm == NULL) return NULL;
+  check_locked(udp_sockets_with_tos(26 << 2 | 0x2) >= 1, "dscp and ecn on the data socket", rank, "no such socket");
 
   float* send = malloc(kCount * sizeof(float));
   float* recv = malloc(kCount * sizeof(float));
@@ -243,6 +272,7 @@ int main(void) {
   CHECK(cfg.udp_gro == 1 && cfg.udp_gso == 0);
   CHECK(cfg.loss_notices == 1);
   CHECK(cfg.send_queue_us == 2000);
+  CHECK(cfg.dscp == 0 && cfg.ecn == 0 && cfg.repair_dscp == -1);
 
   /* Errors before any communicator exists go to sumcast_last_error(NULL). */
   sumcast_comm* comm = (sumcast_comm*)&cfg;
@@ -252,35 +282,39 @@ int main(void) {
   cfg.job_name = "x";
   cfg.world_size = 2;
   cfg.rank = 5;
-  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(sumcast_last_error(NULL), "rank") != NULL);
+  CHECK(refused(&cfg, "rank"));
   cfg.api_version = (SUMCAST_API_VERSION_MAJOR + 1) << 16;
   cfg.rank = 0;
-  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(sumcast_last_error(NULL), "major") != NULL);
+  CHECK(refused(&cfg, "major"));
   cfg.api_version = SUMCAST_API_VERSION;
   cfg.transport = "carrier-pigeon";
-  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(sumcast_last_error(NULL), "transport") != NULL);
+  CHECK(refused(&cfg, "transport"));
   cfg.transport = NULL;
   cfg.failover = 7;
-  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(sumcast_last_error(NULL), "failover") != NULL);
+  CHECK(refused(&cfg, "failover"));
   cfg.failover = 0;
   cfg.window_cut_percent = 100;
-  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(sumcast_last_error(NULL), "window_cut_percent") != NULL);
+  CHECK(refused(&cfg, "window_cut_percent"));
   cfg.window_cut_percent = 50;
   cfg.send_queue_us = 1000001; /* reaches the communicator's check */
-  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(sumcast_last_error(NULL), "send_queue_us") != NULL);
+  CHECK(refused(&cfg, "send_queue_us"));
   /* A program built against API 1.5 (no send_queue_us): what lies past its struct is not read, so
      the default stands and the next check (no appliance given) is the one that fails. */
   cfg.struct_size = offsetof(sumcast_config, send_queue_us);
-  CHECK(sumcast_comm_create(&cfg, &comm) == SUMCAST_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(sumcast_last_error(NULL), "appliance") != NULL);
+  CHECK(refused(&cfg, "appliance"));
   cfg.struct_size = sizeof(sumcast_config);
   cfg.send_queue_us = 2000;
+  cfg.dscp = 64;
+  CHECK(refused(&cfg, "dscp must be 0..63"));
+  cfg.dscp = 26;
+  cfg.repair_dscp = 64; /* reaches the communicator's check */
+  CHECK(refused(&cfg, "repair_dscp must be -1..63"));
+  /* Built against API 1.6: the marking fields keep their defaults. */
+  cfg.struct_size = offsetof(sumcast_config, dscp);
+  CHECK(refused(&cfg, "appliance"));
+  cfg.struct_size = sizeof(sumcast_config);
+  cfg.dscp = 0;
+  cfg.repair_dscp = -1;
   sumcast_comm_destroy(NULL);
 
   /* The shared library exports the C API only. */

@@ -17,6 +17,10 @@
 #   tb_loss PCT       random loss (percent, e.g. 1 or 0.1) on every switch port, with nftables
 #                     (on the routed bed: of the RoCEv2 frames the router forwards, counted).
 #   tb_nft_packets NS FAMILY TABLE NAME   packets of nftables named counter NAME in namespace NS.
+#   tb_marks_count DSCP REPAIR   the switch starts counting the contributions (UDP to 4791) it
+#                     forwards: all, those with DSCP DSCP and ECT(0), those with DSCP REPAIR and ECT(0).
+#   tb_marks_check WHAT DSCP REPAIR   reads and removes those counters; fails unless every
+#                     contribution was one or the other and most had DSCP; prints the counts.
 #   tb_up_routed N    the routed bed instead: N workers in two subnets (even ranks TB_NET_A, odd
 #                     ranks TB_NET_B), the appliance in a third (TB_NET_APP, its management veth in
 #                     TB_NET_MGMT), joined by a router namespace "rt" with forwarding on; a fourth
@@ -232,6 +236,38 @@ tb_add_node() {
 
 tb_nft_packets() {  # NS FAMILY TABLE NAME -> packets of that named counter
   tb_exec "$1" nft -j list counter "$2" "$3" "$4" | jq -r '[.nftables[] | .counter? | select(.) | .packets][0]'
+}
+
+tb_marks_count() {  # DSCP REPAIR_DSCP: counters on the switch (tb_marks_check reads them)
+  tb_exec sw nft -f - <<NFT
+table bridge sumcast_marks {
+  counter up_all { }
+  counter up_marked { }
+  counter up_repair { }
+  chain count {
+    type filter hook forward priority -10; policy accept;
+    ether type ip udp dport 4791 counter name up_all
+    ether type ip udp dport 4791 ip dscp $1 ip ecn ect0 counter name up_marked
+    ether type ip udp dport 4791 ip dscp $2 ip ecn ect0 counter name up_repair
+  }
+}
+NFT
+}
+
+tb_marks_check() {  # WHAT DSCP REPAIR_DSCP: every contribution since tb_marks_count was marked
+  local what=$1 ua um ur
+  ua=$(tb_nft_packets sw bridge sumcast_marks up_all)
+  um=$(tb_nft_packets sw bridge sumcast_marks up_marked)
+  ur=$(tb_nft_packets sw bridge sumcast_marks up_repair)
+  tb_exec sw nft delete table bridge sumcast_marks
+  if [ "$ua" -eq 0 ]; then
+    echo "FAIL: $what: no contribution crossed the switch" >&2; return 1
+  elif [ "$ua" -ne $((um + ur)) ]; then
+    echo "FAIL: $what: $((ua - um - ur)) of $ua contributions without DSCP $2 or $3 and ECT(0)" >&2; return 1
+  elif [ "$um" -le "$ur" ]; then
+    echo "FAIL: $what: $um contributions with DSCP $2, $ur with the repair DSCP $3" >&2; return 1
+  fi
+  echo "$what: $ua contributions all ECT(0), $um with DSCP $2 and $ur resends with DSCP $3"
 }
 
 tb_loss() {  # percent of frames dropped on every switch port, both directions

@@ -136,6 +136,9 @@ void sumcast_config_init(sumcast_config* config) {
   config->udp_gso = defaults.udp_gso ? 1 : 0;
   config->loss_notices = defaults.loss_notices ? 1 : 0;
   config->send_queue_us = defaults.send_queue_us;
+  config->dscp = defaults.dscp;
+  config->ecn = defaults.ecn ? 1 : 0;
+  config->repair_dscp = defaults.repair_dscp;
 }
 
 sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** comm) {
@@ -217,6 +220,13 @@ sumcast_result sumcast_comm_create(const sumcast_config* config, sumcast_comm** 
     cc.udp_gso = c.udp_gso != 0;
     cc.loss_notices = c.loss_notices != 0;
     cc.send_queue_us = c.send_queue_us;
+    if (c.dscp > 63) {
+      t_create_error = "dscp must be 0..63, got " + std::to_string(c.dscp);
+      return SUMCAST_ERR_INVALID_ARGUMENT;
+    }
+    cc.dscp = static_cast<uint8_t>(c.dscp);
+    cc.ecn = c.ecn != 0;
+    cc.repair_dscp = c.repair_dscp;
     auto created = sumcast::shim::Communicator::create(cc);
     if (!created.ok()) {
       t_create_error = created.status().message();

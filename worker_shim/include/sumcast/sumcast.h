@@ -55,8 +55,8 @@ extern "C" {
 #define SUMCAST_API_VERSION_MAJOR 1
 /* Minor versions: 1: sumcast_config.deterministic; 2: .multicast, sumcast_allreduce_local_group;
    3: .failover*; 4: .cnp_reaction, .window_*, .busy_poll_us, .udp_gro, .udp_gso; 5: .loss_notices;
-   6: .send_queue_us. */
-#define SUMCAST_API_VERSION_MINOR 6
+   6: .send_queue_us; 7: .dscp, .ecn, .repair_dscp. */
+#define SUMCAST_API_VERSION_MINOR 7
 #define SUMCAST_API_VERSION ((SUMCAST_API_VERSION_MAJOR << 16) | SUMCAST_API_VERSION_MINOR)
 
 typedef enum sumcast_result {
@@ -176,6 +176,14 @@ typedef struct sumcast_config {
      resend never waits behind a whole window on a host whose own link is the bottleneck;
      0..1000000, default 2000; 0: off (docs/deployment.md, "The worker's own send queue"). */
   uint32_t send_queue_us;
+  /* API 1.7. Marking (docs/deployment.md, "DSCP, PFC and ECN"): the DSCP of the contributions,
+     0..63 (default 0; "udp": IP_TOS, "verbs": the traffic class), for a fabric that classifies
+     RoCE by it; ecn nonzero marks them ECT(0) so that ECN switches mark CE instead of dropping
+     (default 0: not-ECT); repair_dscp, -1..63, the DSCP of resends (retransmissions and probes),
+     for a queue that serves them first ("udp" only; default -1: dscp). */
+  uint32_t dscp;
+  uint32_t ecn;
+  int32_t repair_dscp;
 } sumcast_config;
 
 typedef struct sumcast_comm sumcast_comm;

@@ -128,6 +128,9 @@ shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lan
   cfg.udp_gso = c->config->udp_gso;
   cfg.send_queue_us = c->config->send_queue_us;
   cfg.loss_notices = c->config->loss_notices;
+  cfg.dscp = c->config->dscp;
+  cfg.ecn = c->config->ecn;
+  cfg.repair_dscp = c->config->repair_dscp;
   cfg.cnp_reaction = c->config->cnp_reaction;
   cfg.window_cut_percent = c->config->window_cut_percent;
   cfg.window_step = c->config->window_step;

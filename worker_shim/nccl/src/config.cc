@@ -39,6 +39,9 @@ constexpr Key kKeys[] = {
     {"SUMCAST_SEND_QUEUE_US", Kind::kU32, 0, 1000000,
      "new chunks wait while more than this many us of the result rate are queued below the socket (0: off)"},
     {"SUMCAST_LOSS_NOTICES", Kind::kU32, 0, 1, "1: ask the appliances for loss notices (docs/protocol.md §7); 0: off"},
+    {"SUMCAST_DSCP", Kind::kU32, 0, 63, "DSCP of the contributions, for a fabric that classifies RoCE by it"},
+    {"SUMCAST_ECN", Kind::kU32, 0, 1, "1: mark the contributions ECT(0); 0: not-ECT"},
+    {"SUMCAST_REPAIR_DSCP", Kind::kU32, 0, 63, "DSCP of resends (retransmissions, probes); unset: SUMCAST_DSCP"},
     {"SUMCAST_CNP_REACTION", Kind::kU32, 0, 1, "1: a CNP from an appliance cuts the window toward it (UDP)"},
     {"SUMCAST_WINDOW_CUT", Kind::kU32, 1, 99, "percent of the window a CNP leaves (at least one slot)"},
     {"SUMCAST_WINDOW_STEP", Kind::kU32, 1, 65535, "slots regrown per window of results without a CNP"},
@@ -114,6 +117,9 @@ Status apply(const Key& key, const std::string& value, PluginConfig* c) {
       if (n == "SUMCAST_UDP_GSO") c->udp_gso = u != 0;
       if (n == "SUMCAST_SEND_QUEUE_US") c->send_queue_us = u;
       if (n == "SUMCAST_LOSS_NOTICES") c->loss_notices = u != 0;
+      if (n == "SUMCAST_DSCP") c->dscp = static_cast<uint8_t>(u);
+      if (n == "SUMCAST_ECN") c->ecn = u != 0;
+      if (n == "SUMCAST_REPAIR_DSCP") c->repair_dscp = static_cast<int>(u);
       if (n == "SUMCAST_CNP_REACTION") c->cnp_reaction = u != 0;
       if (n == "SUMCAST_WINDOW_CUT") c->window_cut_percent = u;
       if (n == "SUMCAST_WINDOW_STEP") c->window_step = u;
