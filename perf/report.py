@@ -355,8 +355,32 @@ def cluster(path):
                   f"({100 * missed / max(1, port['ipackets'] + missed):.2f}%: imissed {imissed}, kernel_ring_drops "
                   f"{ring}; the kernel's ring under the PMD overflowed, which the workers see as loss), "
                   f"rx_nombuf {port.get('rx_nombuf')}, ierrors {port.get('ierrors')}")
+        for k, q in enumerate(case.get("queues") or []):
+            print(queues_text(q, f" (round {k + 1})" if len(case["queues"]) > 1 else ""))
     if data.get("notes"):
         print("\n" + "\n".join(data["notes"]))
+
+
+def queues_text(q, label):
+    """perf/cluster/queues.py's sampling of one Sumcast run (CLUSTER_QUEUES), one line per direction."""
+    if not q:
+        return f"queues{label}: not sampled"
+    lines = []
+    for key, name in (("up", "contributions (workers' egress)"), ("down", "results (switch ports)")):
+        d = q.get(key) or {}
+        if not d.get("active_intervals"):
+            lines.append(f"queues{label}, {name}: no active interval")
+            continue
+        kib = lambda x: f"{x / 1024:.0f}"
+        lines.append(f"queues{label}, {name}, {d['active_intervals']} active intervals of {1000 * q['interval_s']:.0f} ms: "
+                     f"backlog mean {kib(d['backlog_mean'])} KiB, median {kib(d['backlog_p50'])}, p99 "
+                     f"{kib(d['backlog_p99'])}, max {kib(d['backlog_max'])}; empty in {100 * d['empty_share']:.0f}% of "
+                     f"samples; link use {d['use_mean']:.3f} R, under 0.9 R in {100 * d['under_0_9_share']:.0f}% "
+                     f"of link-intervals")
+    if q.get("sampler_cpu_s") is not None and q.get("seconds"):
+        lines.append(f"queues{label}: the sampler's own CPU {q['sampler_cpu_s']:.2f} s over {q['seconds']:.1f} s "
+                     f"of sampling ({100 * q['sampler_cpu_s'] / q['seconds']:.1f}% of one CPU, start-up included)")
+    return "\n".join(lines)
 
 
 def main():

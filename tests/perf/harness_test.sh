@@ -8,7 +8,8 @@
 #   perf/cluster/run    unshaped (CLUSTER_RATE=0), n = 4, 1 MiB, one iteration, two rounds: Sumcast
 #                       (checked exactly), Open MPI default and ring, CPU seconds per GB of each,
 #                       the medians of the rounds and each round's ratio (and, relabelled as a
-#                       shaped result, each round's algbw in R)
+#                       shaped result, each round's algbw in R); CLUSTER_QUEUES on a shaped bed (n = 2,
+#                       50 Mbit/s, 4 MiB): both directions' queues sampled, and refused unshaped
 #   perf/transport/run  the veth path once, and once with UDP_SEGMENT trains (the loopback path is perf_plot's)
 # then perf/report.py and perf/plot.py on what they wrote. Needs root (namespaces, hugepages),
 # dpdk-testpmd and mpirun: exits 77 (skipped) saying which is missing.
@@ -95,6 +96,22 @@ jq '.cases[0].appliance_port |= (.ipackets = 990 | .imissed = 3 | .kernel_ring_d
 grep -q "990 frames received, 10 missed (1.00%: imissed 3, kernel_ring_drops 7;" "$work/cluster-drops.log" ||
   { cat "$work/cluster-drops.log"; fail "the cluster report does not count the kernel ring's drops as missed"; }
 
+# CLUSTER_QUEUES: refused on an unshaped bed (its figures are in R); on a shaped one (n = 2 at
+# 50 Mbit/s, 4 MiB: about 0.7 s per call) the sampler saw both directions' queues and links busy.
+if CLUSTER_RATE=0 CLUSTER_QUEUES=on "$root/perf/cluster/run" "$build" >"$work/queues-unshaped.log" 2>&1; then
+  fail "CLUSTER_QUEUES=on ran on an unshaped bed"
+fi
+grep -q "CLUSTER_QUEUES needs a shaped bed" "$work/queues-unshaped.log" || { cat "$work/queues-unshaped.log"; fail "no reason given"; }
+mkdir -p "$work/queues"
+CLUSTER_RATE=50 CLUSTER_QUEUES=on CLUSTER_N=2 CLUSTER_MIN=4M CLUSTER_MAX=4M CLUSTER_ITERS=1 CLUSTER_WARMUP=1 \
+  CLUSTER_LOSS=0 PERF_RESULTS="$work/queues" timeout 120 "$root/perf/cluster/run" "$build" >"$work/queues.log" 2>&1 ||
+  { cat "$work/queues.log"; fail "perf/cluster/run failed with CLUSTER_QUEUES=on"; }
+jq -e '.cases[0].queues[0] | .up.active_intervals > 0 and .up.backlog_max > 0 and .up.use_mean > 0.1
+       and .down.active_intervals > 0 and .down.use_mean > 0.1' "$work/queues/cluster.json" >/dev/null ||
+  { cat "$work/queues.log"; fail "cluster.json lacks the queues of both directions"; }
+grep -q "^queues, contributions (workers' egress), [0-9]* active intervals" "$work/queues.log" ||
+  { cat "$work/queues.log"; fail "no queue line printed"; }
+
 TRANSPORT_PATHS=veth TRANSPORT_SECONDS=0.2 TRANSPORT_WARMUP=0.05 TRANSPORT_REPEAT=1 timeout 60 \
   "$root/perf/transport/run" "$build" >"$work/transport.log" 2>&1 ||
   { cat "$work/transport.log"; fail "perf/transport/run failed"; }
@@ -113,4 +130,4 @@ jq -e '.summary[0] | .gso and .udp_tx_in_trains_share > 0.5 and .udp_r2w_gbps > 
 for png in memif cluster-unshaped transport; do
   [ -s "$work/$png.png" ] || { cat "$work/plot.log"; fail "plot.py drew no $png.png"; }
 done
-echo "PASS: memif (results per rank and by multicast, with the generator's ceilings), cluster (unshaped, CPU per GB, two rounds) and transport (veth, with and without trains) ran end to end; report and plots drawn"
+echo "PASS: memif (results per rank and by multicast, with the generator's ceilings), cluster (unshaped, CPU per GB, two rounds; shaped with its queues sampled) and transport (veth, with and without trains) ran end to end; report and plots drawn"
