@@ -56,6 +56,8 @@ def percentile(xs, p):
 def main():
     out, rate_mbit, prefix, n, worker_if = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
     rate_bps = rate_mbit * 1e6 / 8
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     sw = open_in(f"{prefix}-sw")
     handles = [sw]
     links = []  # (direction, rank, namespace handle, interface index)
@@ -64,9 +66,7 @@ def main():
         handles.append(w)
         links.append(("up", r, w, w.link_lookup(ifname=worker_if)[0]))
         links.append(("down", r, sw, sw.link_lookup(ifname=f"p{r}")[0]))
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    samples = []  # per sample: time and, per link, (backlog, bytes) or None
+    samples = []  # per sample: its start and, per link, (backlog, bytes) or None (the dumps take ~1 ms)
     while not stop:
         t = time.monotonic()
         dumps = {id(h): root_stats(h) for h in handles}

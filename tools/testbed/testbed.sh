@@ -18,7 +18,8 @@
 #                     (on the routed bed: of the RoCEv2 frames the router forwards, counted).
 #   tb_nft_packets NS FAMILY TABLE NAME   packets of nftables named counter NAME in namespace NS.
 #   tb_marks_count DSCP REPAIR   the switch starts counting the contributions (UDP to 4791) it
-#                     forwards: all, those with DSCP DSCP and ECT(0), those with DSCP REPAIR and ECT(0).
+#                     forwards: all, those with DSCP DSCP and ECT(0), those with DSCP REPAIR (another
+#                     value) and ECT(0).
 #   tb_marks_check WHAT DSCP REPAIR   reads and removes those counters; fails unless every
 #                     contribution was one or the other and most had DSCP; prints the counts.
 #   tb_up_routed N    the routed bed instead: N workers in two subnets (even ranks TB_NET_A, odd
@@ -239,6 +240,7 @@ tb_nft_packets() {  # NS FAMILY TABLE NAME -> packets of that named counter
 }
 
 tb_marks_count() {  # DSCP REPAIR_DSCP: counters on the switch (tb_marks_check reads them)
+  [ "$1" != "$2" ] || { echo "testbed: tb_marks_count: DSCP and REPAIR must differ, both $1" >&2; return 1; }
   tb_exec sw nft -f - <<NFT
 table bridge sumcast_marks {
   counter up_all { }
