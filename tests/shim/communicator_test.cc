@@ -334,6 +334,12 @@ TEST(Communicator, BadConfigurationIsRejectedWithAMessage) {
   r = Communicator::create(c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("repair_dscp must be -1..63"), std::string::npos) << r.status().message();
+
+  c.repair_dscp = -1;
+  c.dscp = 64;  // six bits: not masked into DSCP 0 in silence
+  r = Communicator::create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("dscp must be 0..63, got 64"), std::string::npos) << r.status().message();
 }
 
 // No appliance listening: creation fails (connection refused) and names the appliance.

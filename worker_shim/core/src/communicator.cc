@@ -309,6 +309,7 @@ Status Communicator::init() {
     return Status::invalid_argument("send_queue_us must be 0.." + std::to_string(kSendQueueMaxUs) + ", got " +
                                     std::to_string(c.send_queue_us));
   }
+  if (c.dscp > 63) return Status::invalid_argument("dscp must be 0..63, got " + std::to_string(c.dscp));
   if (c.repair_dscp < -1 || c.repair_dscp > 63) {
     return Status::invalid_argument("repair_dscp must be -1..63 (-1: dscp), got " + std::to_string(c.repair_dscp));
   }
