@@ -1,8 +1,8 @@
 // The CollNet core (collnet.h through core.h) against the embedded summation service, two nodes
 // driven from one thread after a connect on a thread per node (connect registers the set-up
 // lane), as NCCL's proxy would on two hosts: calls never block (other lanes register in the
-// background), many requests stay outstanding across lanes, the request limit, and the
-// reduceSupport table.
+// background), many requests stay outstanding across lanes, the request limit, the
+// reduceSupport table, and a communicator's traffic class on its lanes' sockets.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "sockets_with_tos.h"
 #include "sumcast/embedded/service.h"
 #include "sumcast/nccl/core.h"
 
@@ -45,12 +46,27 @@ embedded::Service* service() {
 
 struct Nodes {
   void* comm[2] = {};
-  Nodes() {
+  void* net_ctx[2] = {};
+  void* coll_ctx[2] = {};
+  Nodes() : Nodes(false, abi::NCCL_NET_TRAFFIC_CLASS_UNDEF) {}
+  // As NCCL 2.28+ sets up a communicator on each node: the net context (with the communicator's
+  // traffic class), then the CollNet one of the same comm id, whose listen takes the class.
+  explicit Nodes(int traffic_class) : Nodes(true, traffic_class) {}
+  Nodes(bool contexts, int traffic_class) {
     EXPECT_NE(service(), nullptr);
     EXPECT_EQ(init(nullptr), ncclSuccess);
     char h[2][abi::NCCL_NET_HANDLE_MAXSIZE];
     void* listen[2] = {};
-    for (int r = 0; r < 2; ++r) EXPECT_EQ(coll_listen(0, h[r], &listen[r]), ncclSuccess);
+    for (int r = 0; r < 2; ++r) {
+      if (!contexts) {
+        EXPECT_EQ(coll_listen(0, h[r], &listen[r]), ncclSuccess);
+        continue;
+      }
+      const uint64_t comm_id = 0xc011000 + static_cast<uint64_t>(r);
+      EXPECT_EQ(context_init(&net_ctx[r], comm_id, traffic_class, false, nullptr), ncclSuccess);
+      EXPECT_EQ(context_init(&coll_ctx[r], comm_id, abi::NCCL_NET_TRAFFIC_CLASS_UNDEF, true, nullptr), ncclSuccess);
+      EXPECT_EQ(coll_context_listen(coll_ctx[r], 0, h[r], &listen[r]), ncclSuccess);
+    }
     void* handles[2] = {h[0], h[1]};
     // connect registers the set-up lane and returns when both nodes did: one thread per node, as
     // NCCL calls it on two hosts at once.
@@ -67,6 +83,16 @@ struct Nodes {
   }
   ~Nodes() {
     for (void* c : comm) EXPECT_EQ(coll_close(c), ncclSuccess);
+    for (void* c : coll_ctx) {
+      if (c != nullptr) {
+        EXPECT_EQ(context_finalize(c), ncclSuccess);
+      }
+    }
+    for (void* c : net_ctx) {
+      if (c != nullptr) {
+        EXPECT_EQ(context_finalize(c), ncclSuccess);
+      }
+    }
   }
 };
 
@@ -201,6 +227,31 @@ TEST(CollNet, UnsupportedPairIsRefusedByIallreduce) {
             abi::ncclInvalidArgument);
   EXPECT_EQ(coll_iallreduce(n.comm[0], &x, &x, 1, abi::ncclFloat32, abi::ncclAvg, nullptr, nullptr, &req),
             abi::ncclInvalidArgument);
+}
+
+// The communicator's traffic class (NCCL's ncclConfig_t.trafficClass, given to the net init only)
+// marks its lanes' datagrams over SUMCAST_DSCP (unset here: 0): 106 is DSCP 26 with ECT(0). The
+// sums stay exact.
+TEST(CollNet, CommunicatorsTrafficClassMarksItsLanes) {
+  constexpr int kTrafficClass = 106;
+  const int before = nccl_test::sockets_with_tos(SOCK_DGRAM, kTrafficClass);
+  {
+    Nodes plain(abi::NCCL_NET_TRAFFIC_CLASS_UNDEF);
+    EXPECT_EQ(nccl_test::sockets_with_tos(SOCK_DGRAM, kTrafficClass), before);
+  }
+  Nodes n(kTrafficClass);
+  EXPECT_GE(nccl_test::sockets_with_tos(SOCK_DGRAM, kTrafficClass) - before, 2);  // each node's lane
+  std::vector<float> a(300, 1.5f), b(300, 2.0f), ra(300), rb(300);
+  void* r[2] = {};
+  ASSERT_EQ(coll_iallreduce(n.comm[0], a.data(), ra.data(), a.size(), abi::ncclFloat32, abi::ncclSum, nullptr, nullptr,
+                            &r[0]),
+            ncclSuccess);
+  ASSERT_EQ(coll_iallreduce(n.comm[1], b.data(), rb.data(), b.size(), abi::ncclFloat32, abi::ncclSum, nullptr, nullptr,
+                            &r[1]),
+            ncclSuccess);
+  ASSERT_TRUE(finish({r[0], r[1]}));
+  EXPECT_EQ(ra, std::vector<float>(300, 3.5f));
+  EXPECT_EQ(rb, ra);
 }
 
 }  // namespace

@@ -3,15 +3,18 @@
 //
 //   nccl_harness --plugin SO --abi 8..12 --mode collnet|net|setupfail|failover --rank R --nranks N
 //                --bootstrap PATH [--expect down|token|full] [--hold PATH [--hold-after N]] [--timeout S]
+//                [--traffic-class TC]
 //
-// collnet: init with a logger (v11+: a context per communicator), devices, getProperties (host
-//   memory only; v9+ size limits in NCCL's accepted range (0, 1 TiB]; v11+/v12 fields), the
-//   reduceSupport matrix (12 types x 5 ops, against the table below), listen, handle all-gather
-//   (bootstrap.h), connect, closeListen, regMr of an NCCL-style staging region (and a device-memory
-//   registration that must be refused), then for each (dtype, op) a chunked all-reduce as NCCL's
-//   proxy issues it: 8 slots, up to 8 calls in flight, NULL requests retried, test polled oldest
-//   first, each chunk verified, then iflush; then windowed iallgather and ireducescatter;
-//   deregMr, closeColl, finalize.
+// --traffic-class: what NCCL hands the plugin from ncclConfig_t.trafficClass (v10: to each
+//   connect, v11+: to init); the bed's test counts the marks it gives the frames.
+// collnet: the net init, then the CollNet init, with a logger (v11+: a context per
+//   communicator), devices, getProperties (host memory only; v9+ size limits in NCCL's accepted
+//   range (0, 1 TiB]; v11+/v12 fields), the reduceSupport matrix (12 types x 5 ops, against the
+//   table below), listen, handle all-gather (bootstrap.h), connect, closeListen, regMr of an
+//   NCCL-style staging region (and a device-memory registration that must be refused), then for
+//   each (dtype, op) a chunked all-reduce as NCCL's proxy issues it: 8 slots, up to 8 calls in
+//   flight, NULL requests retried, test polled oldest first, each chunk verified, then iflush;
+//   then windowed iallgather and ireducescatter; deregMr, closeColl, finalize.
 // net: a ring (send to R+1, receive from R-1): listen, handle all-gather, connect and accept
 //   interleaved (neither blocks); properties (maxRecvs 1, host memory only); a grouped receive
 //   refused; then rounds of 4 receives of distinct tags, 8 rounds (32 receives) outstanding,
@@ -376,6 +379,9 @@ ncclResult_t connect_collnet(CollApi& api, Bootstrap& boot, int rank, int nranks
 void run_collnet(Plugin& p, Bootstrap& boot, int rank, int nranks) {
   CollApi& api = p.coll;
   CHECK(api.name == "sumcast", "CollNet name '%s'", api.name.c_str());
+  // As NCCL sets up a communicator: the net init first (v11+: with the communicator's traffic
+  // class, which the CollNet context takes from it), then the CollNet init.
+  NCCL_OK(p.net.init(logger));
   NCCL_OK(api.init(logger));
   int ndev = 0;
   NCCL_OK(api.devices(&ndev));
@@ -429,6 +435,7 @@ void run_collnet(Plugin& p, Bootstrap& boot, int rank, int nranks) {
   NCCL_OK(api.dereg_mr(comm, send_mh));
   NCCL_OK(api.dereg_mr(comm, recv_mh));
   NCCL_OK(api.close_coll(comm));
+  NCCL_OK(p.net.finalize());  // NCCL's order
   NCCL_OK(api.finalize());
 }
 
@@ -750,7 +757,7 @@ int main(int argc, char** argv) {
   using namespace sumcast::nccl_test;  // NOLINT
   std::string plugin, mode, boot_path, expect, hold;
   size_t hold_after = 16;
-  int abi = 0, rank = -1, nranks = 0, timeout_s = 120;
+  int abi = 0, rank = -1, nranks = 0, timeout_s = 120, traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
   CLI::App app{"The NCCL plugin driven as NCCL drives it, one rank of N (tests/nccl/nccl_plugin_test.sh).",
                "nccl_harness"};
   sumcast::cli::setup(app);
@@ -768,6 +775,9 @@ int main(int argc, char** argv) {
   app.add_option("--hold", hold, "failover: rank 0 creates PATH.ready when it holds, goes on once PATH.go exists")
       ->type_name("PATH");
   app.add_option("--hold-after", hold_after, "failover: chunks per lane before rank 0 holds")->check(CLI::Range(1, 47));
+  app.add_option("--traffic-class", traffic_class,
+                 "NCCL's traffic class (IP TOS byte) for the plugin, ABI 10 and later")
+      ->check(CLI::Range(0, 255));
   if (const int rc = sumcast::cli::parse(app, argc, argv); rc >= 0) return rc;
   if (rank >= nranks || (mode == "setupfail" && expect.empty()) || (mode == "failover" && hold.empty())) {
     std::fprintf(stderr, "nccl_harness: %s\nrun nccl_harness --help for the options\n",
@@ -779,7 +789,7 @@ int main(int argc, char** argv) {
   g_rank = rank;
   g_deadline = Clock::now() + std::chrono::seconds(timeout_s);
   try {
-    Plugin p(plugin, abi);
+    Plugin p(plugin, abi, traffic_class);
     Bootstrap boot(boot_path, rank, nranks, timeout_s * 1000);
     if (mode == "collnet") {
       run_collnet(p, boot, rank, nranks);

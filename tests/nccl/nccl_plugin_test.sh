@@ -13,8 +13,12 @@
 #   nccl_plugin_test.sh testbed ABI HARNESS PLUGIN SUMCASTD [N]
 #       the namespace test bed (tools/testbed/testbed.sh): sumcastd on net_af_packet in the
 #       appliance namespace, rank i in namespace w<i>, ncclNet over the worker veths. Needs root
-#       (exit 77, skipped, otherwise). Its CollNet run sets SUMCAST_DSCP=26, SUMCAST_ECN=1 and
-#       SUMCAST_REPAIR_DSCP=34 and counts on the switch that every contribution carries them.
+#       (exit 77, skipped, otherwise). Marks, counted per frame on the switch: up to ABI 10 the
+#       CollNet run sets SUMCAST_DSCP=26, SUMCAST_ECN=1 and SUMCAST_REPAIR_DSCP=34; from 11 on it
+#       gives the harness NCCL's traffic class 106 (DSCP 26, ECT(0)) instead, over SUMCAST_DSCP=10,
+#       with SUMCAST_REPAIR_DSCP=34: every contribution must carry DSCP 26 and ECT(0), or 34 where
+#       it is a resend. From ABI 10 on the ncclNet run gets traffic class 106 too: every TCP segment
+#       carrying data (v11+: every segment, both ends' sockets are the communicator's) DSCP 26.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
@@ -91,13 +95,58 @@ run_ranks() {  # name count harness-args...: `count` harness processes, all of w
   pids=()
 }
 
-# SUMCAST_DSCP, _ECN and _REPAIR_DSCP on the bed's CollNet run: every contribution that crosses
-# the switch carries DSCP 26 and ECT(0), or DSCP 34 and ECT(0) where it is a resend.
-if [ "$kind" = testbed ]; then tb_marks_count 26 34; fi
+# The ncclNet's TCP segments on the switch: all of them, those carrying data (an IP length over
+# 100: a pure ACK, SACK blocks included, is at most 80), and of each those with DSCP $1.
+tcp_marks_count() {
+  tb_exec sw nft -f - <<NFT
+table bridge sumcast_tcp_marks {
+  counter seg_all { }
+  counter seg_marked { }
+  counter data_all { }
+  counter data_marked { }
+  chain count {
+    type filter hook forward priority -10; policy accept;
+    ether type ip ip protocol tcp counter name seg_all
+    ether type ip ip protocol tcp ip dscp $1 counter name seg_marked
+    ether type ip ip protocol tcp ip length > 100 counter name data_all
+    ether type ip ip protocol tcp ip length > 100 ip dscp $1 counter name data_marked
+  }
+}
+NFT
+}
+tcp_marks_check() {  # DSCP: v10 marks the sending end only, v11+ both ends
+  local all marked data_all data_marked
+  all=$(tb_nft_packets sw bridge sumcast_tcp_marks seg_all)
+  marked=$(tb_nft_packets sw bridge sumcast_tcp_marks seg_marked)
+  data_all=$(tb_nft_packets sw bridge sumcast_tcp_marks data_all)
+  data_marked=$(tb_nft_packets sw bridge sumcast_tcp_marks data_marked)
+  tb_exec sw nft delete table bridge sumcast_tcp_marks
+  [ "$data_all" -gt 0 ] || fail "ncclNet: no TCP segment with data crossed the switch"
+  [ "$data_marked" -eq "$data_all" ] ||
+    fail "ncclNet: $((data_all - data_marked)) of $data_all TCP segments with data without DSCP $1"
+  if [ "$abi" -ge 11 ] && [ "$marked" -ne "$all" ]; then
+    fail "ncclNet: $((all - marked)) of $all TCP segments without DSCP $1 (v11+: both ends are the communicator's)"
+  fi
+  echo "ncclNet: $all TCP segments, $marked with DSCP $1 ($data_all of them with data, all marked)"
+}
 
 for mode in collnet net; do
-  if [ "$mode" = collnet ] && [ "$kind" = testbed ]; then
-    SUMCAST_DSCP=26 SUMCAST_ECN=1 SUMCAST_REPAIR_DSCP=34 run_ranks "$mode" "$n" --mode "$mode"
+  if [ "$kind" = local ]; then
+    run_ranks "$mode" "$n" --mode "$mode"
+  elif [ "$mode" = collnet ]; then
+    tb_marks_count 26 34
+    if [ "$abi" -ge 11 ]; then
+      SUMCAST_DSCP=10 SUMCAST_REPAIR_DSCP=34 run_ranks "$mode" "$n" --mode "$mode" --traffic-class 106
+      grep -q "NCCL's traffic class 106 marks the contributions: DSCP 26, ECT(0), resends DSCP 34" \
+        "$work/$mode-rank0.log" || fail "no line from the plugin on the traffic class it took"
+    else
+      SUMCAST_DSCP=26 SUMCAST_ECN=1 SUMCAST_REPAIR_DSCP=34 run_ranks "$mode" "$n" --mode "$mode"
+    fi
+    tb_marks_check collnet 26 34 || fail "DSCP and ECN of the contributions"
+  elif [ "$abi" -ge 10 ]; then
+    tcp_marks_count 26
+    run_ranks "$mode" "$n" --mode "$mode" --traffic-class 106
+    tcp_marks_check 26
   else
     run_ranks "$mode" "$n" --mode "$mode"
   fi
@@ -106,7 +155,6 @@ for mode in collnet net; do
     grep -q "CollNet closeColl rank 0/$n" "$work/$mode-rank0.log" || fail "no closeColl summary from the plugin"
   fi
 done
-if [ "$kind" = testbed ]; then tb_marks_check collnet 26 34 || fail "DSCP and ECN of the contributions"; fi
 
 if [ "$kind" = local ]; then
   # CollNet set-up failures, each case in processes of its own (the plugin reads its settings once).

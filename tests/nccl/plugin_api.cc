@@ -103,12 +103,13 @@ void bind_pre_v11(Net* t, Coll* c, NetApi* net, CollApi* coll) {
   coll->finalize = [] { return ncclSuccess; };
 }
 
-// v11 and v12: init once per (simulated) communicator; the context goes to listen/connect.
+// v11 and v12: init once per (simulated) communicator, with its traffic class; the context goes
+// to listen/connect.
 template <typename Net, typename Coll, typename NetProps>
-void bind_v11(Net* t, Coll* c, NetApi* net, CollApi* coll, void** net_ctx, void** coll_ctx) {
+void bind_v11(Net* t, Coll* c, NetApi* net, CollApi* coll, void** net_ctx, void** coll_ctx, int traffic_class) {
   static constexpr uint64_t kCommId = 0x5eed0000c0ffee11ull;
-  net->init = [t, net_ctx](ncclDebugLogger_t logger) {
-    ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  net->init = [t, net_ctx, traffic_class](ncclDebugLogger_t logger) {
+    ncclNetCommConfig_v11_t config{traffic_class};
     return t->init(net_ctx, kCommId, &config, logger, nullptr);
   };
   net->finalize = [t, net_ctx] {
@@ -140,13 +141,16 @@ void bind_v11(Net* t, Coll* c, NetApi* net, CollApi* coll, void** net_ctx, void*
 
 }  // namespace
 
-Plugin::Plugin(const std::string& path, int abi) {
+Plugin::Plugin(const std::string& path, int abi, int traffic_class) {
   lib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib_ == nullptr) throw std::runtime_error("dlopen(" + path + ") failed: " + dlerror());
   const std::string v = std::to_string(abi);
   void* net_sym = must_find(lib_, "ncclNetPlugin_v" + v);
   void* coll_sym = must_find(lib_, "ncclCollNetPlugin_v" + v);
   net.abi = abi;
+  if (abi < 10 && traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF) {
+    throw std::runtime_error("ABI version " + v + " has no traffic class (v10 and later)");
+  }
   if (abi == 8) {
     auto* t = static_cast<ncclNet_v8_t*>(net_sym);
     auto* c = static_cast<ncclCollNet_v8_t*>(coll_sym);
@@ -196,8 +200,8 @@ Plugin::Plugin(const std::string& path, int abi) {
       bind_common<ncclNet_v10_t, ncclCollNet_v9_t, ncclNetSGE_v10_t>(t, c, &net, &coll);
       bind_pre_v11(t, c, &net, &coll);
       net.init = [t](ncclDebugLogger_t logger) { return t->init(logger, nullptr); };
-      net.connect = [t](int d, void* h, void** s) {
-        ncclNetCommConfig_v10_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+      net.connect = [t, traffic_class](int d, void* h, void** s) {
+        ncclNetCommConfig_v10_t config{traffic_class};
         return t->connect(d, &config, h, s, nullptr);
       };
       net.isend = [t](void* s, void* data, size_t n, int tag, void* mh, void** req) {
@@ -213,12 +217,14 @@ Plugin::Plugin(const std::string& path, int abi) {
     auto* t = static_cast<ncclNet_v11_t*>(net_sym);
     auto* c = static_cast<ncclCollNet_v11_t*>(coll_sym);
     bind_common<ncclNet_v11_t, ncclCollNet_v11_t, ncclNetSGE_v11_t>(t, c, &net, &coll);
-    bind_v11<ncclNet_v11_t, ncclCollNet_v11_t, ncclNetProperties_v11_t>(t, c, &net, &coll, &net_ctx_, &coll_ctx_);
+    bind_v11<ncclNet_v11_t, ncclCollNet_v11_t, ncclNetProperties_v11_t>(t, c, &net, &coll, &net_ctx_, &coll_ctx_,
+                                                                        traffic_class);
   } else if (abi == 12) {
     auto* t = static_cast<ncclNet_v12_t*>(net_sym);
     auto* c = static_cast<ncclCollNet_v12_t*>(coll_sym);
     bind_common<ncclNet_v12_t, ncclCollNet_v12_t, ncclNetSGE_v12_t>(t, c, &net, &coll);
-    bind_v11<ncclNet_v12_t, ncclCollNet_v12_t, ncclNetProperties_v12_t>(t, c, &net, &coll, &net_ctx_, &coll_ctx_);
+    bind_v11<ncclNet_v12_t, ncclCollNet_v12_t, ncclNetProperties_v12_t>(t, c, &net, &coll, &net_ctx_, &coll_ctx_,
+                                                                        traffic_class);
   } else {
     throw std::runtime_error("ABI version " + v + " is not one the plugin exports");
   }

@@ -90,8 +90,10 @@ struct CollApi {
 
 class Plugin {
  public:
-  // Throws std::runtime_error when the library or a table of `abi` cannot be found.
-  Plugin(const std::string& path, int abi);
+  // Throws std::runtime_error when the library or a table of `abi` cannot be found, or when
+  // `traffic_class` (what NCCL hands the plugin from ncclConfig_t.trafficClass: v10 to each
+  // connect, v11+ to init) is set for a version that has none.
+  Plugin(const std::string& path, int abi, int traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF);
   ~Plugin();
   Plugin(const Plugin&) = delete;
   Plugin& operator=(const Plugin&) = delete;

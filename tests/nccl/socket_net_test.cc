@@ -1,19 +1,21 @@
 // The ncclNet core (socket_net.h through core.h) on loopback, in one process: connection set-up
 // without blocking, receives matched by tag in any arrival order, grouped receives refused
-// (maxRecvs 1), size limits, the request limit, handles from another listener, and what is
-// refused (device memory, DMA-BUF: host memory only).
+// (maxRecvs 1), size limits, the request limit, handles from another listener, what is
+// refused (device memory, DMA-BUF: host memory only), and NCCL's traffic class on the sockets.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "sockets_with_tos.h"
 #include "sumcast/nccl/core.h"
 
 namespace sumcast::nccl {
 namespace {
 
 using abi::ncclSuccess;
+using nccl_test::sockets_with_tos;
 
 // The plugin reads its settings once per process: loopback only, no settings file.
 const bool kEnv = [] {
@@ -33,15 +35,18 @@ struct Pair {
   }
 };
 
-// Connects as NCCL does: both calls return without a comm until the connection is up.
-void connect_pair(Pair* p) {
+// Connects as NCCL does: both calls return without a comm until the connection is up. With a
+// context (v11+), listen and connect go through it.
+void connect_pair(Pair* p, void* ctx = nullptr) {
   ASSERT_TRUE(kEnv);
   ASSERT_EQ(init(nullptr), ncclSuccess);
   char handle[abi::NCCL_NET_HANDLE_MAXSIZE];
-  ASSERT_EQ(net_listen(0, handle, &p->listen), ncclSuccess);
+  ASSERT_EQ(ctx != nullptr ? context_listen(ctx, 0, handle, &p->listen) : net_listen(0, handle, &p->listen),
+            ncclSuccess);
   for (int i = 0; i < 100000 && (p->send == nullptr || p->recv == nullptr); ++i) {
     if (p->send == nullptr) {
-      ASSERT_EQ(net_connect(0, handle, &p->send), ncclSuccess);
+      ASSERT_EQ(ctx != nullptr ? context_connect(ctx, 0, handle, &p->send) : net_connect(0, handle, &p->send),
+                ncclSuccess);
     }
     if (p->recv == nullptr) {
       ASSERT_EQ(net_accept(p->listen, &p->recv), ncclSuccess);
@@ -232,6 +237,94 @@ TEST(SocketNet, DeviceAndDmaBufRegistrationsAreRefused) {
   EXPECT_NE(net_reg_mr_dmabuf(p.send, buf, sizeof(buf), abi::NCCL_PTR_CUDA, 0, 3, &mh), ncclSuccess);
   ASSERT_EQ(net_reg_mr(p.send, buf, sizeof(buf), abi::NCCL_PTR_HOST, &mh), ncclSuccess);
   EXPECT_EQ(net_dereg_mr(p.send, mh), ncclSuccess);
+}
+
+// One message each way round: the pair works.
+void exchange(Pair* p) {
+  char msg[2] = "t";
+  void* sreq = nullptr;
+  ASSERT_EQ(net_isend(p->send, msg, 1, 7, nullptr, &sreq), ncclSuccess);
+  char out[2] = {};
+  void* data[1] = {out};
+  size_t sizes[1] = {1};
+  int tags[1] = {7};
+  void* rreq = nullptr;
+  ASSERT_EQ(net_irecv(p->recv, 1, data, sizes, tags, nullptr, &rreq), ncclSuccess);
+  ASSERT_TRUE(poll_done(sreq, nullptr));
+  ASSERT_TRUE(poll_done(rreq, nullptr));
+  EXPECT_EQ(out[0], 't');
+}
+
+constexpr int kTrafficClass = 106;  // DSCP 26 and ECT(0), NCCL_IB_TC's usual RoCE value
+constexpr int kDscpBits = 104;      // what a TCP socket keeps of it (the ECN bits are the kernel's)
+
+TEST(SocketNet, CommunicatorsTrafficClassMarksEveryOneOfItsSockets) {
+  ASSERT_TRUE(kEnv);
+  ASSERT_EQ(init(nullptr), ncclSuccess);
+  const int before = sockets_with_tos(SOCK_STREAM, kDscpBits, 0xfc);
+  void* ctx = nullptr;
+  ASSERT_EQ(context_init(&ctx, 0x7c01, kTrafficClass, false, nullptr), ncclSuccess);
+  {
+    Pair marked;
+    connect_pair(&marked, ctx);
+    exchange(&marked);
+    EXPECT_EQ(sockets_with_tos(SOCK_STREAM, kDscpBits, 0xfc) - before, 3);  // listener, sender, receiver
+    Pair plain;                                                             // without a context: nothing marked
+    connect_pair(&plain);
+    exchange(&plain);
+    EXPECT_EQ(sockets_with_tos(SOCK_STREAM, kDscpBits, 0xfc) - before, 3);
+  }
+  EXPECT_EQ(sockets_with_tos(SOCK_STREAM, kDscpBits, 0xfc), before);
+  EXPECT_EQ(context_finalize(ctx), ncclSuccess);
+  // A context without a traffic class marks nothing.
+  ASSERT_EQ(context_init(&ctx, 0x7c02, abi::NCCL_NET_TRAFFIC_CLASS_UNDEF, false, nullptr), ncclSuccess);
+  {
+    Pair p;
+    connect_pair(&p, ctx);
+    exchange(&p);
+    EXPECT_EQ(sockets_with_tos(SOCK_STREAM, kDscpBits, 0xfc), before);
+  }
+  EXPECT_EQ(context_finalize(ctx), ncclSuccess);
+}
+
+TEST(SocketNet, ConnectionsTrafficClassMarksTheSendingSocket) {  // v10: a class per connect
+  ASSERT_TRUE(kEnv);
+  ASSERT_EQ(init(nullptr), ncclSuccess);
+  const int before = sockets_with_tos(SOCK_STREAM, kDscpBits, 0xfc);
+  Pair p;
+  char handle[abi::NCCL_NET_HANDLE_MAXSIZE];
+  ASSERT_EQ(net_listen(0, handle, &p.listen), ncclSuccess);
+  for (int i = 0; i < 100000 && (p.send == nullptr || p.recv == nullptr); ++i) {
+    if (p.send == nullptr) {
+      ASSERT_EQ(net_connect_tc(0, handle, &p.send, kTrafficClass), ncclSuccess);
+    }
+    if (p.recv == nullptr) {
+      ASSERT_EQ(net_accept(p.listen, &p.recv), ncclSuccess);
+    }
+  }
+  ASSERT_NE(p.send, nullptr);
+  ASSERT_NE(p.recv, nullptr);
+  exchange(&p);
+  EXPECT_EQ(sockets_with_tos(SOCK_STREAM, kDscpBits, 0xfc) - before, 1);
+}
+
+TEST(SocketNet, TrafficClassOutsideAByteAndContextsOfTheOtherKindAreRefused) {
+  ASSERT_TRUE(kEnv);
+  void* ctx = nullptr;
+  EXPECT_EQ(context_init(&ctx, 0x7c03, 256, false, nullptr), abi::ncclInvalidArgument);
+  EXPECT_EQ(context_init(&ctx, 0x7c03, -2, true, nullptr), abi::ncclInvalidArgument);
+  EXPECT_EQ(ctx, nullptr);
+  char handle[abi::NCCL_NET_HANDLE_MAXSIZE];
+  void* send = nullptr;
+  EXPECT_EQ(net_connect_tc(0, handle, &send, 300), abi::ncclInvalidArgument);
+  EXPECT_EQ(send, nullptr);
+  ASSERT_EQ(context_init(&ctx, 0x7c03, kTrafficClass, true, nullptr), ncclSuccess);  // a CollNet context
+  void* listen = nullptr;
+  EXPECT_EQ(context_listen(ctx, 0, handle, &listen), abi::ncclInvalidArgument);
+  EXPECT_EQ(context_connect(ctx, 0, handle, &send), abi::ncclInvalidArgument);
+  EXPECT_EQ(context_listen(nullptr, 0, handle, &listen), abi::ncclInvalidArgument);
+  EXPECT_EQ(listen, nullptr);
+  EXPECT_EQ(context_finalize(ctx), ncclSuccess);
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ inline ncclResult_t irecv_v10(void* comm, int n, void** data, size_t* sizes, int
   return net_irecv(comm, n, data, sizes, tags, mhandles, request);
 }
 
-// v11+: one context per NCCL communicator (core.h); listen and connect need nothing from it.
+// v11+: one context per NCCL communicator, which holds its traffic class (core.h).
 template <typename Config>
 ncclResult_t init_v11(void** ctx, uint64_t comm_id, Config* config, ncclDebugLogger_t logger, ncclProfilerCallback_t) {
   return context_init(ctx, comm_id, config != nullptr ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF, false,
@@ -126,17 +126,8 @@ ncclResult_t init_v11(void** ctx, uint64_t comm_id, Config* config, ncclDebugLog
 inline ncclResult_t coll_init_v11(void** ctx, uint64_t comm_id, ncclDebugLogger_t logger) {
   return context_init(ctx, comm_id, NCCL_NET_TRAFFIC_CLASS_UNDEF, true, logger);
 }
-inline ncclResult_t listen_v11(void* ctx, int dev, void* handle, void** listen_comm) {
-  if (ctx == nullptr) return ncclInvalidArgument;
-  return net_listen(dev, handle, listen_comm);
-}
-inline ncclResult_t coll_listen_v11(void* ctx, int dev, void* handle, void** listen_comm) {
-  if (ctx == nullptr) return ncclInvalidArgument;
-  return coll_listen(dev, handle, listen_comm);
-}
 inline ncclResult_t connect_v11(void* ctx, int dev, void* handle, void** send_comm, ncclNetDeviceHandle_v11_t**) {
-  if (ctx == nullptr) return ncclInvalidArgument;
-  return net_connect(dev, handle, send_comm);
+  return context_connect(ctx, dev, handle, send_comm);
 }
 
 }  // namespace sumcast::nccl::adapt

@@ -10,11 +10,11 @@ using namespace sumcast::nccl::adapt;  // NOLINT
 extern "C" {
 
 SUMCAST_NCCL_EXPORT constinit ncclNet_v11_t ncclNetPlugin_v11 =
-    net_table<ncclNet_v11_t, ncclNetProperties_v11_t, init_v11<ncclNetCommConfig_v11_t>, listen_v11, connect_v11,
+    net_table<ncclNet_v11_t, ncclNetProperties_v11_t, init_v11<ncclNetCommConfig_v11_t>, context_listen, connect_v11,
               isend_v10, irecv_v10>();
 
 SUMCAST_NCCL_EXPORT constinit ncclCollNet_v11_t ncclCollNetPlugin_v11 =
-    coll_table<ncclCollNet_v11_t, ncclNetProperties_v11_t, ncclNetSGE_v11_t, coll_init_v11, coll_listen_v11,
+    coll_table<ncclCollNet_v11_t, ncclNetProperties_v11_t, ncclNetSGE_v11_t, coll_init_v11, coll_context_listen,
                coll_iallreduce>();
 
 }  // extern "C"

@@ -9,11 +9,11 @@ using namespace sumcast::nccl::adapt;  // NOLINT
 extern "C" {
 
 SUMCAST_NCCL_EXPORT constinit ncclNet_v12_t ncclNetPlugin_v12 =
-    net_table<ncclNet_v12_t, ncclNetProperties_v12_t, init_v11<ncclNetCommConfig_v12_t>, listen_v11, connect_v11,
+    net_table<ncclNet_v12_t, ncclNetProperties_v12_t, init_v11<ncclNetCommConfig_v12_t>, context_listen, connect_v11,
               isend_v10, irecv_v10>();
 
 SUMCAST_NCCL_EXPORT constinit ncclCollNet_v12_t ncclCollNetPlugin_v12 =
-    coll_table<ncclCollNet_v12_t, ncclNetProperties_v12_t, ncclNetSGE_v12_t, coll_init_v11, coll_listen_v11,
+    coll_table<ncclCollNet_v12_t, ncclNetProperties_v12_t, ncclNetSGE_v12_t, coll_init_v11, coll_context_listen,
                coll_iallreduce>();
 
 }  // extern "C"

@@ -34,6 +34,7 @@ static_assert(sizeof(CollHandle) <= abi::NCCL_NET_HANDLE_MAXSIZE);
 struct CollListen {
   int dev = 0;
   uint64_t nonce = 0;
+  int traffic_class = -1;  // the communicator's (collnet.h "Traffic class"); -1: none
 };
 
 enum class LaneState { kCreating, kReady, kFailed };
@@ -87,6 +88,7 @@ struct CollComm {
   int nranks = 0;
   std::string job;
   const PluginConfig* config = nullptr;
+  int traffic_class = -1;  // from the listen comm
   std::unique_ptr<Lane> lanes[wire::kDtypeCount][wire::kReduceOpCount];
   CollRequest reqs[kCollMaxRequests];
   uint64_t allreduce_calls = 0;
@@ -130,6 +132,10 @@ shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lan
   cfg.loss_notices = c->config->loss_notices;
   cfg.dscp = c->config->dscp;
   cfg.ecn = c->config->ecn;
+  if (c->traffic_class >= 0) {  // collnet.h "Traffic class"
+    cfg.dscp = static_cast<uint8_t>(c->traffic_class >> 2);
+    cfg.ecn = cfg.ecn || (c->traffic_class & 3) != 0;
+  }
   cfg.repair_dscp = c->config->repair_dscp;
   cfg.cnp_reaction = c->config->cnp_reaction;
   cfg.window_cut_percent = c->config->window_cut_percent;
@@ -309,9 +315,9 @@ bool to_wire(abi::ncclDataType_t dtype, abi::ncclRedOp_t op, wire::Dtype* wd, wi
   return true;
 }
 
-Status collnet_listen(int dev, void* handle, void** listen_comm) {
+Status collnet_listen(int dev, void* handle, void** listen_comm, int traffic_class) {
   if (handle == nullptr || listen_comm == nullptr) return Status::invalid_argument("CollNet listen: NULL argument");
-  auto* l = new CollListen{dev, random_nonce()};
+  auto* l = new CollListen{dev, random_nonce(), traffic_class};
   const CollHandle h{kCollHandleMagic, kCollVersion, 0, l->nonce};
   std::memset(handle, 0, abi::NCCL_NET_HANDLE_MAXSIZE);
   std::memcpy(handle, &h, sizeof(h));
@@ -342,7 +348,15 @@ Status collnet_connect(void* handles[], int nranks, int rank, void* listen_comm,
   char job[32];
   std::snprintf(job, sizeof(job), "nccl-%016" PRIx64, static_cast<const CollHandle*>(handles[0])->nonce);
   c->job = job;
-  (void)listen_comm;
+  if (listen_comm != nullptr) c->traffic_class = static_cast<const CollListen*>(listen_comm)->traffic_class;
+  if (c->traffic_class >= 0) {
+    SUMCAST_NCCL_INFO(abi::NCCL_INIT | abi::NCCL_NET,
+                      "CollNet rank %d of %d: NCCL's traffic class %d marks the contributions: DSCP %d%s, resends "
+                      "DSCP %d",
+                      rank, nranks, c->traffic_class, c->traffic_class >> 2,
+                      ((*cfg)->ecn || (c->traffic_class & 3) != 0) ? ", ECT(0)" : "",
+                      (*cfg)->repair_dscp >= 0 ? (*cfg)->repair_dscp : c->traffic_class >> 2);
+  }
   // The set-up lane registers here, on the calling thread, bounded by the connect and register
   // timeouts: the appliance's answer proves it is reachable, accepts the token and has room for
   // the job, and it comes only once every node registered, so either every node's connect

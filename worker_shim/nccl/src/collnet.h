@@ -30,6 +30,13 @@
 // x + 0 = x bit for bit); ireducescatter is an all-reduce of the window of which this node keeps
 // its part. Both go through a host staging buffer per request (kept and reused).
 //
+// Traffic class. On v11 and v12 a communicator may carry a traffic class
+// (ncclConfig_t.trafficClass), which NCCL hands the ncclNet's init only; the CollNet context of the
+// same communicator (same comm id) takes it from there (core.cc) and listen passes it on. Where one
+// is set, it marks the communicator's contributions as NCCL's IB transport marks RoCE with it,
+// over SUMCAST_DSCP: DSCP = class >> 2, and ECT(0) where the class's two ECN bits are not 0 (or
+// SUMCAST_ECN=1). Resends keep SUMCAST_REPAIR_DSCP where it is set, else that DSCP.
+//
 // Host memory only (memory.h): NCCL hands CollNet host buffers and copies to and from the GPU itself.
 //
 // Thread safety: one thread at a time per comm (NCCL's rule); regMr/deregMr touch no comm state.
@@ -51,7 +58,7 @@ inline constexpr int kCollMaxParts = 8;       // SGE parts per iallgather/ireduc
 // anything the wire cannot sum exactly as NCCL means it.
 bool to_wire(abi::ncclDataType_t dtype, abi::ncclRedOp_t op, wire::Dtype* wd, wire::ReduceOp* wo);
 
-Status collnet_listen(int dev, void* handle, void** listen_comm);
+Status collnet_listen(int dev, void* handle, void** listen_comm, int traffic_class = -1);
 Status collnet_connect(void* handles[], int nranks, int rank, void* listen_comm, void** coll_comm);
 Status collnet_iallreduce(void* coll_comm, const void* send, void* recv, size_t count, abi::ncclDataType_t dtype,
                           abi::ncclRedOp_t op, void* send_mhandle, void* recv_mhandle, void** request);

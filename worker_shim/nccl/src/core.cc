@@ -4,6 +4,7 @@
 
 #include <cinttypes>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <new>
 #include <string>
@@ -118,6 +119,27 @@ struct Context {
   bool attr_logged = false;
 };
 
+// The traffic classes of the live net contexts, by communicator: NCCL gives the CollNet init
+// none, and calls it right after the net init of the same communicator (core.h).
+std::mutex classes_mu;
+std::map<uint64_t, int> classes;
+
+Status check_traffic_class(int tc) {
+  if (tc == abi::NCCL_NET_TRAFFIC_CLASS_UNDEF || (tc >= 0 && tc <= 255)) return Status();
+  return Status::invalid_argument("traffic class " + std::to_string(tc) +
+                                  " is not an IP TOS byte (0..255, or NCCL_NET_TRAFFIC_CLASS_UNDEF)");
+}
+
+// The context NCCL hands a v11+ listen or connect, which must be of that kind.
+Result<Context*> context_of(void* ctx, bool coll) {
+  auto* c = static_cast<Context*>(ctx);
+  if (c == nullptr) return Status::invalid_argument("NULL context");
+  if (c->coll != coll) {
+    return Status::invalid_argument(coll ? "a net context for CollNet" : "a CollNet context for net");
+  }
+  return c;
+}
+
 }  // namespace
 
 ncclResult_t context_init(void** ctx, uint64_t comm_id, int traffic_class, bool coll, abi::ncclDebugLogger_t logger) {
@@ -125,6 +147,18 @@ ncclResult_t context_init(void** ctx, uint64_t comm_id, int traffic_class, bool 
   if (r != abi::ncclSuccess) return r;
   return guard(coll ? "CollNet init" : "init", [&] {
     if (ctx == nullptr) return Status::invalid_argument("NULL context pointer");
+    if (Status s = check_traffic_class(traffic_class); !s.ok()) return s;
+    {
+      std::lock_guard<std::mutex> lock(classes_mu);
+      if (coll) {
+        auto it = classes.find(comm_id);
+        if (it != classes.end()) traffic_class = it->second;
+      } else if (traffic_class == abi::NCCL_NET_TRAFFIC_CLASS_UNDEF) {
+        classes.erase(comm_id);
+      } else {
+        classes[comm_id] = traffic_class;
+      }
+    }
     *ctx = new Context{comm_id, traffic_class, coll, false};
     SUMCAST_NCCL_INFO(abi::NCCL_INIT | abi::NCCL_NET, "%s context for communicator %016" PRIx64 " (traffic class %d)",
                       coll ? "CollNet" : "net", comm_id, traffic_class);
@@ -135,8 +169,37 @@ ncclResult_t context_init(void** ctx, uint64_t comm_id, int traffic_class, bool 
 ncclResult_t context_finalize(void* ctx) {
   return guard("finalize", [&] {
     if (ctx == nullptr) return Status::invalid_argument("NULL context");
-    delete static_cast<Context*>(ctx);
+    auto* c = static_cast<Context*>(ctx);
+    if (!c->coll) {
+      std::lock_guard<std::mutex> lock(classes_mu);
+      classes.erase(c->comm_id);
+    }
+    delete c;
     return Status();
+  });
+}
+
+ncclResult_t context_listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  return guard("listen", [&] {
+    auto c = context_of(ctx, false);
+    if (!c.ok()) return c.status();
+    return socket_listen(dev, handle, listen_comm, (*c)->traffic_class);
+  });
+}
+
+ncclResult_t context_connect(void* ctx, int dev, void* handle, void** send_comm) {
+  return guard("connect", [&] {
+    auto c = context_of(ctx, false);
+    if (!c.ok()) return c.status();
+    return socket_connect(dev, handle, send_comm, (*c)->traffic_class);
+  });
+}
+
+ncclResult_t coll_context_listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  return guard("CollNet listen", [&] {
+    auto c = context_of(ctx, true);
+    if (!c.ok()) return c.status();
+    return collnet_listen(dev, handle, listen_comm, (*c)->traffic_class);
   });
 }
 
@@ -177,6 +240,13 @@ ncclResult_t net_listen(int dev, void* handle, void** listen_comm) {
 
 ncclResult_t net_connect(int dev, void* handle, void** send_comm) {
   return guard("connect", [&] { return socket_connect(dev, handle, send_comm); });
+}
+
+ncclResult_t net_connect_tc(int dev, void* handle, void** send_comm, int traffic_class) {
+  return guard("connect", [&] {
+    if (Status s = check_traffic_class(traffic_class); !s.ok()) return s;
+    return socket_connect(dev, handle, send_comm, traffic_class);
+  });
 }
 
 ncclResult_t net_accept(void* listen_comm, void** recv_comm) {

@@ -121,6 +121,12 @@ void set_nodelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// IP_TOS of `fd`, unless tos < 0 (none asked for).
+Status set_tos(int fd, int tos) {
+  if (tos < 0 || setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) == 0) return Status();
+  return sock_error("IP_TOS " + std::to_string(tos));
+}
+
 Result<const NetDevice*> device(int dev) {
   auto list = net_devices_list();
   if (!list.ok()) return list.status();
@@ -290,7 +296,7 @@ void close_comm(Comm* c) {
 
 }  // namespace
 
-Status socket_listen(int dev, void* handle, void** listen_comm) {
+Status socket_listen(int dev, void* handle, void** listen_comm, int tos) {
   if (handle == nullptr || listen_comm == nullptr) return Status::invalid_argument("listen: NULL argument");
   auto d = device(dev);
   if (!d.ok()) return d.status();
@@ -298,6 +304,10 @@ Status socket_listen(int dev, void* handle, void** listen_comm) {
   if (fd < 0) return sock_error("socket");
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (Status s = set_tos(fd, tos); !s.ok()) {
+    close(fd);
+    return s;
+  }
   sockaddr_in a = make_addr((*d)->ipv4, 0);
   socklen_t len = sizeof(a);
   if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 256) != 0 ||
@@ -321,7 +331,7 @@ Status socket_listen(int dev, void* handle, void** listen_comm) {
   return Status();
 }
 
-Status socket_connect(int dev, void* handle, void** send_comm) {
+Status socket_connect(int dev, void* handle, void** send_comm, int tos) {
   if (handle == nullptr || send_comm == nullptr) return Status::invalid_argument("connect: NULL argument");
   *send_comm = nullptr;
   auto* h = static_cast<NetHandle*>(handle);
@@ -352,6 +362,7 @@ Status socket_connect(int dev, void* handle, void** send_comm) {
       return abandon(sock_error("bind to " + (*d)->name));
     }
     set_nodelay(p->fd);
+    if (Status s = set_tos(p->fd, tos); !s.ok()) return abandon(s);
     sockaddr_in a = make_addr(h->ipv4, h->port);
     if (connect(p->fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
       return abandon(sock_error("connect to " + peer));

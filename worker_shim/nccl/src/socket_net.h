@@ -24,6 +24,12 @@
 // Limits. At most NCCL_NET_MAX_REQUESTS (32) requests per comm: isend/irecv return a NULL request
 // beyond that and NCCL retries. Host memory only (memory.h).
 //
+// Traffic class. `tos` (-1: none) is the IP TOS byte of the connection's segments, set before
+// connect() and on the listening socket, whose SYN-ACKs and accepted sockets take it from there
+// (the kernel copies a listener's IP options into each socket it accepts): what NCCL hands the
+// plugin as a communicator's or connection's traffic class (core.h). A TCP socket's ECN bits are
+// the kernel's, so only the DSCP part shows on the wire.
+//
 // Thread safety: one thread at a time per comm (NCCL's rule); comms are independent.
 #pragma once
 
@@ -37,8 +43,8 @@ namespace sumcast::nccl {
 inline constexpr int kSocketMaxRecvs = 1;  // maxRecvs: see "No grouped receives"
 inline constexpr int kSocketMaxRequests = 32;
 
-Status socket_listen(int dev, void* handle, void** listen_comm);
-Status socket_connect(int dev, void* handle, void** send_comm);
+Status socket_listen(int dev, void* handle, void** listen_comm, int tos = -1);
+Status socket_connect(int dev, void* handle, void** send_comm, int tos = -1);
 Status socket_accept(void* listen_comm, void** recv_comm);
 Status socket_isend(void* send_comm, const void* data, size_t size, int tag, void* mhandle, void** request);
 Status socket_irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,

@@ -49,11 +49,23 @@ extern const char kPluginName[];
 ncclResult_t init(abi::ncclDebugLogger_t logger);
 
 // v11+ tables: NCCL calls init once per communicator (comm_id: its hash) and hands the context
-// back to listen/connect and, when the communicator is destroyed, to finalize. The context only
-// records the communicator for the log: comms are independent of it (NCCL closes them before
-// finalize). context_init also runs init(logger).
+// back to listen/connect and, when the communicator is destroyed, to finalize. The context records
+// the communicator's id (for the log) and its traffic class: comms are otherwise independent of it
+// (NCCL closes them before finalize). context_init also runs init(logger).
+//
+// Traffic class: NCCL's per-communicator ncclConfig_t.trafficClass (v11+, to the net init) or
+// per-connection one (v10, to connect), meant as the IP TOS byte (DSCP << 2 | ECN; NCCL's IB
+// transport puts it in the GRH). 0..255, or NCCL_NET_TRAFFIC_CLASS_UNDEF; other values are refused.
+// It becomes IP_TOS of the communicator's TCP connections (socket_net.h) and, because NCCL's
+// CollNet init gets none, a CollNet context takes the one of the net context with the same
+// comm_id (NCCL inits net, then CollNet, per communicator) for its lanes (collnet.h).
 ncclResult_t context_init(void** ctx, uint64_t comm_id, int traffic_class, bool coll, abi::ncclDebugLogger_t logger);
 ncclResult_t context_finalize(void* ctx);
+// v11+ listen/connect: net_listen, net_connect and coll_listen with the context's traffic class
+// (a context of the other kind is refused).
+ncclResult_t context_listen(void* ctx, int dev, void* handle, void** listen_comm);
+ncclResult_t context_connect(void* ctx, int dev, void* handle, void** send_comm);
+ncclResult_t coll_context_listen(void* ctx, int dev, void* handle, void** listen_comm);
 // v11+ ncclNet: NCCL's hints about the peers and flows of coming connections. TCP has no use for
 // them; they are logged (TRACE-level detail at INFO once per context) and otherwise ignored.
 ncclResult_t net_set_attr(void* ctx, abi::ncclNetAttr_v11_t* attr);
@@ -63,6 +75,8 @@ ncclResult_t net_devices(int* ndev);
 ncclResult_t net_properties(int dev, DeviceProperties* props);
 ncclResult_t net_listen(int dev, void* handle, void** listen_comm);
 ncclResult_t net_connect(int dev, void* handle, void** send_comm);
+// v10: connect with the connection's traffic class (above).
+ncclResult_t net_connect_tc(int dev, void* handle, void** send_comm, int traffic_class);
 ncclResult_t net_accept(void* listen_comm, void** recv_comm);
 ncclResult_t net_reg_mr(void* comm, void* data, size_t size, int type, void** mhandle);
 ncclResult_t net_reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
