@@ -39,6 +39,7 @@ embedded::Service* service() {
     setenv("SUMCAST_TOKEN", "collnet-test", 1);
     setenv("SUMCAST_NCCL_IFNAME", "=lo", 1);
     setenv("SUMCAST_NCCL_CONF", "/dev/null", 1);
+    unsetenv("NCCL_IB_TC");  // the lanes' marks are the tests' (config.h)
     return std::move(started).value();
   }();
   return s.get();

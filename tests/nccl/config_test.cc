@@ -158,6 +158,38 @@ TEST(PluginConfig, DscpEcnAndRepairDscpDefaultToTheLibrarysAndParse) {
   EXPECT_FALSE(load_config(ecn.getter()).ok());
 }
 
+// NCCL_IB_TC (NCCL's own RoCE traffic class) marks the contributions where SUMCAST_DSCP and
+// SUMCAST_ECN are both unset: its DSCP bits and, where its ECN bits are not 0, ECT(0).
+TEST(PluginConfig, NcclIbTcMarksTheContributionsWhereNeitherDscpNorEcnIsSet) {
+  struct Case {
+    const char* tc;
+    const char* dscp;  // SUMCAST_DSCP, or nullptr
+    const char* ecn;   // SUMCAST_ECN, or nullptr
+    int want_dscp;
+    bool want_ecn;
+  };
+  for (const Case& k : {Case{"106", nullptr, nullptr, 26, true}, Case{"0x68", nullptr, nullptr, 26, false},
+                        Case{"-1", nullptr, nullptr, 0, false}, Case{"106", "10", nullptr, 10, false},
+                        Case{"106", nullptr, "0", 0, false}}) {
+    std::map<std::string, std::string> vars{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"NCCL_IB_TC", k.tc}};
+    if (k.dscp != nullptr) vars["SUMCAST_DSCP"] = k.dscp;
+    if (k.ecn != nullptr) vars["SUMCAST_ECN"] = k.ecn;
+    Env env{vars};
+    auto c = load_config(env.getter());
+    ASSERT_TRUE(c.ok()) << k.tc << ": " << c.status().to_string();
+    EXPECT_EQ(c->dscp, k.want_dscp) << k.tc;
+    EXPECT_EQ(c->ecn, k.want_ecn) << k.tc;
+    const bool taken = k.dscp == nullptr && k.ecn == nullptr && std::string(k.tc) != "-1";
+    EXPECT_EQ(c->source.find("from NCCL_IB_TC") != std::string::npos, taken) << c->source;
+  }
+  for (const char* bad : {"256", "-2", "26x", "ef"}) {
+    Env env{{{"SUMCAST_NCCL_CONF", "/dev/null"}, {"NCCL_IB_TC", bad}}};
+    auto c = load_config(env.getter());
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find(std::string("NCCL_IB_TC=") + bad), std::string::npos) << c.status().message();
+  }
+}
+
 TEST(PluginConfig, MissingExplicitFileIsAnError) {
   Env env{{{"SUMCAST_NCCL_CONF", "/nonexistent/nccl.conf"}}};
   EXPECT_FALSE(load_config(env.getter()).ok());

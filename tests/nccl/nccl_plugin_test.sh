@@ -13,12 +13,13 @@
 #   nccl_plugin_test.sh testbed ABI HARNESS PLUGIN SUMCASTD [N]
 #       the namespace test bed (tools/testbed/testbed.sh): sumcastd on net_af_packet in the
 #       appliance namespace, rank i in namespace w<i>, ncclNet over the worker veths. Needs root
-#       (exit 77, skipped, otherwise). Marks, counted per frame on the switch: up to ABI 10 the
-#       CollNet run sets SUMCAST_DSCP=26, SUMCAST_ECN=1 and SUMCAST_REPAIR_DSCP=34; from 11 on it
-#       gives the harness NCCL's traffic class 106 (DSCP 26, ECT(0)) instead, over SUMCAST_DSCP=10,
-#       with SUMCAST_REPAIR_DSCP=34: every contribution must carry DSCP 26 and ECT(0), or 34 where
-#       it is a resend. From ABI 10 on the ncclNet run gets traffic class 106 too: every TCP segment
-#       carrying data (v11+: every segment, both ends' sockets are the communicator's) DSCP 26.
+#       (exit 77, skipped, otherwise). Marks, counted per frame on the switch: every contribution
+#       of the CollNet run must carry DSCP 26 and ECT(0), or 34 where it is a resend
+#       (SUMCAST_REPAIR_DSCP=34), which ABI 8 and 9 ask for with NCCL_IB_TC=0x6a, 10 with
+#       SUMCAST_DSCP=26 SUMCAST_ECN=1, 11 and 12 with NCCL's traffic class 106 to the harness
+#       over SUMCAST_DSCP=10. From ABI 10 on the ncclNet run gets traffic class 106 too: every
+#       TCP segment carrying data (v11+: every segment, both ends' sockets are the communicator's)
+#       DSCP 26.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib/fail-loudly.sh"
 
@@ -139,8 +140,11 @@ for mode in collnet net; do
       SUMCAST_DSCP=10 SUMCAST_REPAIR_DSCP=34 run_ranks "$mode" "$n" --mode "$mode" --traffic-class 106
       grep -q "NCCL's traffic class 106 marks the contributions: DSCP 26, ECT(0), resends DSCP 34" \
         "$work/$mode-rank0.log" || fail "no line from the plugin on the traffic class it took"
-    else
+    elif [ "$abi" -eq 10 ]; then
       SUMCAST_DSCP=26 SUMCAST_ECN=1 SUMCAST_REPAIR_DSCP=34 run_ranks "$mode" "$n" --mode "$mode"
+    else
+      NCCL_IB_TC=0x6a SUMCAST_REPAIR_DSCP=34 run_ranks "$mode" "$n" --mode "$mode"
+      grep -q "DSCP and ECN from NCCL_IB_TC=0x6a" "$work/$mode-rank0.log" || fail "no line from the plugin on NCCL_IB_TC"
     fi
     tb_marks_check collnet 26 34 || fail "DSCP and ECN of the contributions"
   elif [ "$abi" -ge 10 ]; then

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -167,6 +168,25 @@ Result<PluginConfig> load_config(const std::function<const char*(const char*)>& 
   if (values.count("SUMCAST_NCCL_IFNAME") == 0) {
     const char* nccl_if = get("NCCL_SOCKET_IFNAME");
     if (nccl_if != nullptr) values["SUMCAST_NCCL_IFNAME"] = nccl_if;
+  }
+  // NCCL_IB_TC, the traffic class (IP TOS byte) of NCCL's own RoCE traffic, marks the
+  // contributions where neither SUMCAST_DSCP nor SUMCAST_ECN is set. Read as NCCL reads it
+  // (strtoll, base 0: 106, 0x6a); -1 is NCCL's "unset".
+  const char* ib_tc = get("NCCL_IB_TC");
+  if (ib_tc != nullptr && *ib_tc != '\0' && values.count("SUMCAST_DSCP") == 0 && values.count("SUMCAST_ECN") == 0) {
+    char* end = nullptr;
+    errno = 0;
+    const long long tc = std::strtoll(ib_tc, &end, 0);
+    if (errno != 0 || *end != '\0' || tc < -1 || tc > 255) {
+      return Status::invalid_argument(std::string("NCCL_IB_TC=") + ib_tc +
+                                      ": want a traffic class in 0..255 or -1 (its DSCP and ECN bits mark the "
+                                      "contributions where SUMCAST_DSCP and SUMCAST_ECN are unset)");
+    }
+    if (tc >= 0) {
+      values["SUMCAST_DSCP"] = std::to_string(tc >> 2);
+      values["SUMCAST_ECN"] = (tc & 3) != 0 ? "1" : "0";
+      source += "; DSCP and ECN from NCCL_IB_TC=" + std::string(ib_tc);
+    }
   }
   PluginConfig c;
   c.source = source;

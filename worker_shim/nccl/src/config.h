@@ -39,8 +39,8 @@ struct PluginConfig {
   bool udp_gso = false;                  // SUMCAST_UDP_GSO: UDP_SEGMENT trains (segment k with IP ID k)
   uint32_t send_queue_us = 2000;         // SUMCAST_SEND_QUEUE_US: queue below the socket that holds new chunks
   bool loss_notices = true;              // SUMCAST_LOSS_NOTICES: loss notices wanted (same on every node)
-  uint8_t dscp = 0;                      // SUMCAST_DSCP: DSCP of the contributions, 0..63
-  bool ecn = false;                      // SUMCAST_ECN: contributions marked ECT(0)
+  uint8_t dscp = 0;                      // SUMCAST_DSCP: DSCP of the contributions, 0..63 (or NCCL_IB_TC's)
+  bool ecn = false;                      // SUMCAST_ECN: contributions marked ECT(0) (or NCCL_IB_TC's ECN bits)
   int repair_dscp = -1;                  // SUMCAST_REPAIR_DSCP: DSCP of resends, 0..63; -1 (unset): dscp
   bool cnp_reaction = true;              // SUMCAST_CNP_REACTION: CNPs cut the window (shim/communicator.h)
   uint32_t window_cut_percent = 50;      // SUMCAST_WINDOW_CUT: percent of the window a CNP leaves, 1..99
