@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,22 +50,21 @@ struct Nodes {
   void* comm[2] = {};
   void* net_ctx[2] = {};
   void* coll_ctx[2] = {};
-  Nodes() : Nodes(false, abi::NCCL_NET_TRAFFIC_CLASS_UNDEF) {}
-  // As NCCL 2.28+ sets up a communicator on each node: the net context (with the communicator's
-  // traffic class), then the CollNet one of the same comm id, whose listen takes the class.
-  explicit Nodes(int traffic_class) : Nodes(true, traffic_class) {}
-  Nodes(bool contexts, int traffic_class) {
+  // Without a traffic class: pre-v11 calls, no contexts. With one (NCCL_NET_TRAFFIC_CLASS_UNDEF
+  // included), as NCCL 2.28+ sets up a communicator on each node: the net context with the class,
+  // then the CollNet one of the same comm id, whose listen takes it.
+  explicit Nodes(std::optional<int> traffic_class = std::nullopt) {
     EXPECT_NE(service(), nullptr);
     EXPECT_EQ(init(nullptr), ncclSuccess);
     char h[2][abi::NCCL_NET_HANDLE_MAXSIZE];
     void* listen[2] = {};
     for (int r = 0; r < 2; ++r) {
-      if (!contexts) {
+      if (!traffic_class) {
         EXPECT_EQ(coll_listen(0, h[r], &listen[r]), ncclSuccess);
         continue;
       }
       const uint64_t comm_id = 0xc011000 + static_cast<uint64_t>(r);
-      EXPECT_EQ(context_init(&net_ctx[r], comm_id, traffic_class, false, nullptr), ncclSuccess);
+      EXPECT_EQ(context_init(&net_ctx[r], comm_id, *traffic_class, false, nullptr), ncclSuccess);
       EXPECT_EQ(context_init(&coll_ctx[r], comm_id, abi::NCCL_NET_TRAFFIC_CLASS_UNDEF, true, nullptr), ncclSuccess);
       EXPECT_EQ(coll_context_listen(coll_ctx[r], 0, h[r], &listen[r]), ncclSuccess);
     }

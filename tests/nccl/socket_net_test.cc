@@ -36,8 +36,9 @@ struct Pair {
 };
 
 // Connects as NCCL does: both calls return without a comm until the connection is up. With a
-// context (v11+), listen and connect go through it.
-void connect_pair(Pair* p, void* ctx = nullptr) {
+// context (v11+), listen and connect go through it; else connect passes `v10_class` (v10's
+// per-connection traffic class; undefined: as v8/v9 connect).
+void connect_pair(Pair* p, void* ctx = nullptr, int v10_class = abi::NCCL_NET_TRAFFIC_CLASS_UNDEF) {
   ASSERT_TRUE(kEnv);
   ASSERT_EQ(init(nullptr), ncclSuccess);
   char handle[abi::NCCL_NET_HANDLE_MAXSIZE];
@@ -45,8 +46,9 @@ void connect_pair(Pair* p, void* ctx = nullptr) {
             ncclSuccess);
   for (int i = 0; i < 100000 && (p->send == nullptr || p->recv == nullptr); ++i) {
     if (p->send == nullptr) {
-      ASSERT_EQ(ctx != nullptr ? context_connect(ctx, 0, handle, &p->send) : net_connect(0, handle, &p->send),
-                ncclSuccess);
+      ASSERT_EQ(
+          ctx != nullptr ? context_connect(ctx, 0, handle, &p->send) : net_connect_tc(0, handle, &p->send, v10_class),
+          ncclSuccess);
     }
     if (p->recv == nullptr) {
       ASSERT_EQ(net_accept(p->listen, &p->recv), ncclSuccess);
@@ -292,18 +294,7 @@ TEST(SocketNet, ConnectionsTrafficClassMarksTheSendingSocket) {  // v10: a class
   ASSERT_EQ(init(nullptr), ncclSuccess);
   const int before = sockets_with_tos(SOCK_STREAM, kDscpBits, 0xfc);
   Pair p;
-  char handle[abi::NCCL_NET_HANDLE_MAXSIZE];
-  ASSERT_EQ(net_listen(0, handle, &p.listen), ncclSuccess);
-  for (int i = 0; i < 100000 && (p.send == nullptr || p.recv == nullptr); ++i) {
-    if (p.send == nullptr) {
-      ASSERT_EQ(net_connect_tc(0, handle, &p.send, kTrafficClass), ncclSuccess);
-    }
-    if (p.recv == nullptr) {
-      ASSERT_EQ(net_accept(p.listen, &p.recv), ncclSuccess);
-    }
-  }
-  ASSERT_NE(p.send, nullptr);
-  ASSERT_NE(p.recv, nullptr);
+  connect_pair(&p, nullptr, kTrafficClass);
   exchange(&p);
   EXPECT_EQ(sockets_with_tos(SOCK_STREAM, kDscpBits, 0xfc) - before, 1);
 }
@@ -314,7 +305,7 @@ TEST(SocketNet, TrafficClassOutsideAByteAndContextsOfTheOtherKindAreRefused) {
   EXPECT_EQ(context_init(&ctx, 0x7c03, 256, false, nullptr), abi::ncclInvalidArgument);
   EXPECT_EQ(context_init(&ctx, 0x7c03, -2, true, nullptr), abi::ncclInvalidArgument);
   EXPECT_EQ(ctx, nullptr);
-  char handle[abi::NCCL_NET_HANDLE_MAXSIZE];
+  char handle[abi::NCCL_NET_HANDLE_MAXSIZE] = {};
   void* send = nullptr;
   EXPECT_EQ(net_connect_tc(0, handle, &send, 300), abi::ncclInvalidArgument);
   EXPECT_EQ(send, nullptr);

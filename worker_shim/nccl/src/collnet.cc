@@ -88,7 +88,8 @@ struct CollComm {
   int nranks = 0;
   std::string job;
   const PluginConfig* config = nullptr;
-  int traffic_class = -1;  // from the listen comm
+  uint8_t dscp = 0;  // the contributions' marks: the settings', or the traffic class's (connect)
+  bool ecn = false;
   std::unique_ptr<Lane> lanes[wire::kDtypeCount][wire::kReduceOpCount];
   CollRequest reqs[kCollMaxRequests];
   uint64_t allreduce_calls = 0;
@@ -130,12 +131,8 @@ shim::CommConfig new_lane(CollComm* c, wire::Dtype dtype, wire::ReduceOp op, Lan
   cfg.udp_gso = c->config->udp_gso;
   cfg.send_queue_us = c->config->send_queue_us;
   cfg.loss_notices = c->config->loss_notices;
-  cfg.dscp = c->config->dscp;
-  cfg.ecn = c->config->ecn;
-  if (c->traffic_class >= 0) {  // collnet.h "Traffic class"
-    cfg.dscp = static_cast<uint8_t>(c->traffic_class >> 2);
-    cfg.ecn = cfg.ecn || (c->traffic_class & 3) != 0;
-  }
+  cfg.dscp = c->dscp;
+  cfg.ecn = c->ecn;
   cfg.repair_dscp = c->config->repair_dscp;
   cfg.cnp_reaction = c->config->cnp_reaction;
   cfg.window_cut_percent = c->config->window_cut_percent;
@@ -348,14 +345,17 @@ Status collnet_connect(void* handles[], int nranks, int rank, void* listen_comm,
   char job[32];
   std::snprintf(job, sizeof(job), "nccl-%016" PRIx64, static_cast<const CollHandle*>(handles[0])->nonce);
   c->job = job;
-  if (listen_comm != nullptr) c->traffic_class = static_cast<const CollListen*>(listen_comm)->traffic_class;
-  if (c->traffic_class >= 0) {
+  c->dscp = (*cfg)->dscp;
+  c->ecn = (*cfg)->ecn;
+  const int tc = listen_comm != nullptr ? static_cast<const CollListen*>(listen_comm)->traffic_class : -1;
+  if (tc >= 0) {  // collnet.h "Traffic class"
+    c->dscp = static_cast<uint8_t>(tc >> 2);
+    c->ecn = c->ecn || (tc & 3) != 0;
     SUMCAST_NCCL_INFO(abi::NCCL_INIT | abi::NCCL_NET,
                       "CollNet rank %d of %d: NCCL's traffic class %d marks the contributions: DSCP %d%s, resends "
                       "DSCP %d",
-                      rank, nranks, c->traffic_class, c->traffic_class >> 2,
-                      ((*cfg)->ecn || (c->traffic_class & 3) != 0) ? ", ECT(0)" : "",
-                      (*cfg)->repair_dscp >= 0 ? (*cfg)->repair_dscp : c->traffic_class >> 2);
+                      rank, nranks, tc, c->dscp, c->ecn ? ", ECT(0)" : "",
+                      (*cfg)->repair_dscp >= 0 ? (*cfg)->repair_dscp : c->dscp);
   }
   // The set-up lane registers here, on the calling thread, bounded by the connect and register
   // timeouts: the appliance's answer proves it is reachable, accepts the token and has room for
