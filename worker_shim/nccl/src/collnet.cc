@@ -349,8 +349,8 @@ Status collnet_connect(void* handles[], int nranks, int rank, void* listen_comm,
   c->ecn = (*cfg)->ecn;
   const int tc = listen_comm != nullptr ? static_cast<const CollListen*>(listen_comm)->traffic_class : -1;
   if (tc >= 0) {  // collnet.h "Traffic class"
-    c->dscp = static_cast<uint8_t>(tc >> 2);
-    c->ecn = c->ecn || (tc & 3) != 0;
+    c->dscp = traffic_class_dscp(tc);
+    c->ecn = c->ecn || traffic_class_ecn(tc);
     SUMCAST_NCCL_INFO(abi::NCCL_INIT | abi::NCCL_NET,
                       "CollNet rank %d of %d: NCCL's traffic class %d marks the contributions: DSCP %d%s, resends "
                       "DSCP %d",

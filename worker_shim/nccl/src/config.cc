@@ -183,8 +183,8 @@ Result<PluginConfig> load_config(const std::function<const char*(const char*)>& 
                                       "contributions where SUMCAST_DSCP and SUMCAST_ECN are unset)");
     }
     if (tc >= 0) {
-      values["SUMCAST_DSCP"] = std::to_string(tc >> 2);
-      values["SUMCAST_ECN"] = (tc & 3) != 0 ? "1" : "0";
+      values["SUMCAST_DSCP"] = std::to_string(traffic_class_dscp(static_cast<int>(tc)));
+      values["SUMCAST_ECN"] = traffic_class_ecn(static_cast<int>(tc)) ? "1" : "0";
       source += "; DSCP and ECN from NCCL_IB_TC=" + std::string(ib_tc);
     }
   }

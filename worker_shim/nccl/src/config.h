@@ -17,6 +17,11 @@
 
 namespace sumcast::nccl {
 
+// A traffic class (an IP TOS byte, as NCCL's ncclConfig_t.trafficClass and NCCL_IB_TC are): the
+// DSCP in its upper six bits, and whether its two ECN bits ask for ECN at all.
+constexpr uint8_t traffic_class_dscp(int traffic_class) { return static_cast<uint8_t>(traffic_class >> 2); }
+constexpr bool traffic_class_ecn(int traffic_class) { return (traffic_class & 3) != 0; }
+
 struct PluginConfig {
   // SUMCAST_NCCL_IFNAME (else NCCL_SOCKET_IFNAME): comma-separated interface name prefixes for
   // ncclNet and CollNet devices; a leading '^' excludes them instead; a leading '=' makes them
