@@ -2,9 +2,9 @@
 // at 64 B, 256 B, 1 KiB and 4 KiB, and the full ICRC verify of a Sumcast frame with a 64 B and a
 // 1 KiB payload (ISA-L vs the same masking with the table CRC). After the usual table, prints the
 // ISA-L / table throughput ratio for each pair (target >= 10x; README.md, Performance), then how
-// much of the verify's time one ISA-L pass over the same bytes takes (bm_icrc_one_pass_isal: what
-// fusing the masked prefix into one pass could save). With --benchmark_repetitions=N the ratios
-// use the medians.
+// much of the ISA-L verify's time one ISA-L pass over the same bytes takes (bm_icrc_one_pass_isal)
+// and the fused AVX-512 verify (bm_icrc_verify_avx512, the default where the CPU has it) takes. With
+// --benchmark_repetitions=N the ratios use the medians.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -88,16 +88,31 @@ std::vector<uint8_t> make_frame(size_t payload_len) {
   return frame;
 }
 
-void bm_icrc_verify_isal(benchmark::State& state) {
+// verify_frame() on a given implementation.
+bool verify_with(sumcast::icrc::Impl impl, const std::vector<uint8_t>& frame) {
+  const uint8_t* ip = frame.data() + sumcast::wire::kIpOffset;
+  const size_t total = static_cast<size_t>((ip[2] << 8) | ip[3]);
+  const uint8_t* f = ip + total - sumcast::wire::kIcrcLen;
+  return sumcast::icrc::compute_with(impl, std::span<const uint8_t>(ip, total)) ==
+         (static_cast<uint32_t>(f[0]) | (static_cast<uint32_t>(f[1]) << 8) | (static_cast<uint32_t>(f[2]) << 16) |
+          (static_cast<uint32_t>(f[3]) << 24));
+}
+
+void bm_icrc_verify(benchmark::State& state, sumcast::icrc::Impl impl) {
   const std::vector<uint8_t> frame = make_frame(static_cast<size_t>(state.range(0)));
-  if (!sumcast::icrc::verify_frame(frame)) state.SkipWithError("frame does not verify");
+  if (!verify_with(impl, frame)) state.SkipWithError("frame does not verify");
   for (auto _ : state) {
-    bool ok = sumcast::icrc::verify_frame(frame);
+    bool ok = verify_with(impl, frame);
     benchmark::DoNotOptimize(ok);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(frame.size()));
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
 }
+
+// The masked prefix stored on the stack, then two ISA-L calls (every CPU).
+void bm_icrc_verify_isal(benchmark::State& state) { bm_icrc_verify(state, sumcast::icrc::Impl::kIsal); }
+// The fused AVX-512 VPCLMULQDQ pass (registered in main() where the CPU has it).
+void bm_icrc_verify_avx512(benchmark::State& state) { bm_icrc_verify(state, sumcast::icrc::Impl::kAvx512); }
 
 // What a verify that made one pass would cost: one ISA-L call over as many bytes as the ICRC
 // covers (the 48-byte masked prefix and the rest of the packet up to the ICRC field), where
@@ -176,9 +191,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
     print_ratio("bm_crc32_isal/4096", "bm_crc32_table/4096", "crc32 4 KiB");
     print_ratio("bm_icrc_verify_isal/64", "bm_icrc_verify_table/64", "ICRC verify, 64 B payload frame");
     print_ratio("bm_icrc_verify_isal/1024", "bm_icrc_verify_table/1024", "ICRC verify, 1 KiB payload frame");
-    std::printf("\nICRC verify (two ISA-L calls) / one ISA-L pass over the same bytes, frames per second:\n");
-    print_share("bm_icrc_verify_isal/64", "bm_icrc_one_pass_isal/64", "64 B payload frame");
-    print_share("bm_icrc_verify_isal/1024", "bm_icrc_one_pass_isal/1024", "1 KiB payload frame");
+    print_ratio("bm_icrc_verify_avx512/64", "bm_icrc_verify_table/64", "ICRC verify fused, 64 B payload");
+    print_ratio("bm_icrc_verify_avx512/1024", "bm_icrc_verify_table/1024", "ICRC verify fused, 1 KiB payload");
+    std::printf("\nTime per frame over the ISA-L verify's (two ISA-L calls; 1.00: as fast):\n");
+    print_share("bm_icrc_verify_isal/64", "bm_icrc_one_pass_isal/64", "one ISA-L pass, 64 B payload");
+    print_share("bm_icrc_verify_isal/1024", "bm_icrc_one_pass_isal/1024", "one ISA-L pass, 1 KiB payload");
+    if (rates_.count("bm_icrc_verify_avx512/64") == 0) {
+      std::printf("  (the fused verify did not run: this CPU lacks AVX-512 BW/VL or VPCLMULQDQ)\n");
+    }
+    print_share("bm_icrc_verify_isal/64", "bm_icrc_verify_avx512/64", "fused verify, 64 B payload");
+    print_share("bm_icrc_verify_isal/1024", "bm_icrc_verify_avx512/1024", "fused verify, 1 KiB payload");
   }
 
  private:
@@ -191,7 +213,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
                 ratio >= 10.0 ? "(ok)" : "(BELOW TARGET)");
   }
 
-  // No target: how much of a verify's time one pass would keep (1.00: fusing saves nothing).
+  // No target: the other's time per frame as a share of the ISA-L verify's.
   void print_share(const std::string& verify, const std::string& one_pass, const char* what) const {
     const auto a = rates_.find(verify);
     const auto b = rates_.find(one_pass);
@@ -208,6 +230,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (sumcast::icrc::impl_supported(sumcast::icrc::Impl::kAvx512)) {
+    benchmark::RegisterBenchmark("bm_icrc_verify_avx512", bm_icrc_verify_avx512)->Arg(64)->Arg(1024);
+  } else {
+    std::printf("icrc: this CPU lacks AVX-512 BW/VL or VPCLMULQDQ: no fused verify rows\n");
+  }
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.print_ratios();

@@ -5,9 +5,13 @@
 #include "sumcast/icrc/icrc.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -355,6 +359,82 @@ TEST(IcrcCrc32, MatchesZlibAndBitwiseReferenceOnRandomBuffers) {
   }
   // The CRC-32 check value.
   EXPECT_EQ(crc32(0, "123456789", 9), 0xCBF43926u);
+}
+
+// Each implementation this CPU runs, against the bitwise reference, at every IPv4 length from the
+// smallest the ICRC is defined on to beyond a 2 KiB payload and at jumbo lengths: the fused
+// kernel's block, accumulator and padding cases all change with the length modulo 64 and 256.
+TEST(IcrcImpl, EveryImplementationMatchesTheReferenceAtEveryLength) {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> buf(9100);
+  std::vector<size_t> lengths;
+  for (size_t len = 44; len <= 2300; ++len) lengths.push_back(len);
+  for (size_t len : {4096, 4142, 8192, 9000, 9100}) lengths.push_back(len);
+  for (const Impl impl : {Impl::kIsal, Impl::kAvx512}) {
+    if (!impl_supported(impl)) {
+      std::printf(
+          "[  NOTE    ] IcrcImpl: this CPU lacks AVX-512 BW/VL or VPCLMULQDQ: the %s implementation is not "
+          "checked here\n",
+          impl_name(impl));
+      continue;
+    }
+    SCOPED_TRACE(impl_name(impl));
+    size_t checked = 0;
+    for (const size_t len : lengths) {
+      for (auto& b : buf) b = static_cast<uint8_t>(rng());
+      const std::span<const uint8_t> ip(buf.data(), len);
+      ASSERT_EQ(compute_with(impl, ip), reference_icrc(ip.data(), len)) << "IPv4 length " << len;
+      // The kernel-socket variant: the same headers rebuilt from fields, over the UDP payload.
+      const UdpFields f{.src_ip = load_be32(buf.data() + 12),
+                        .dst_ip = load_be32(buf.data() + 16),
+                        .src_port = load_be16(buf.data() + 20),
+                        .dst_port = load_be16(buf.data() + 22),
+                        .ip_id = load_be16(buf.data() + 4),
+                        .dont_fragment = (rng() & 1) != 0};
+      const std::span<const uint8_t> roce(buf.data() + 28, len - 28);
+      ASSERT_EQ(compute_udp_with(impl, f, roce), compute_udp_with(Impl::kIsal, f, roce)) << "UDP payload " << len - 28;
+      ++checked;
+    }
+    EXPECT_EQ(checked, lengths.size());
+  }
+  EXPECT_TRUE(impl_supported(Impl::kIsal));
+  EXPECT_TRUE(impl_supported(active_impl()));
+}
+
+// A packet that ends where its memory ends: the fused kernel's last block is a masked load, which
+// must not touch the bytes past the packet (the next page is PROT_NONE).
+TEST(IcrcImpl, ReadsNoBytePastThePacket) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* map = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  auto* base = static_cast<uint8_t*>(map);
+  ASSERT_EQ(mprotect(base + page, page, PROT_NONE), 0);
+  std::mt19937 rng(12);
+  for (uint8_t* b = base; b < base + page; ++b) *b = static_cast<uint8_t>(rng());
+  for (const Impl impl : {Impl::kIsal, Impl::kAvx512}) {
+    if (!impl_supported(impl)) continue;
+    for (size_t len = 44; len <= 300; ++len) {
+      const std::span<const uint8_t> ip(base + page - len, len);
+      EXPECT_EQ(compute_with(impl, ip), reference_icrc(ip.data(), len)) << impl_name(impl) << " length " << len;
+    }
+  }
+  munmap(map, 2 * page);
+}
+
+// SUMCAST_ICRC picks the implementation at load time: ctest runs this binary once without it and
+// once with SUMCAST_ICRC=isal (tests/icrc/CMakeLists.txt).
+TEST(IcrcImpl, TheEnvironmentPicksTheImplementation) {
+  const char* env = std::getenv("SUMCAST_ICRC");
+  const Impl best = impl_supported(Impl::kAvx512) ? Impl::kAvx512 : Impl::kIsal;
+  if (env == nullptr) {
+    EXPECT_EQ(active_impl(), best);
+  } else if (std::string(env) == "isal") {
+    EXPECT_EQ(active_impl(), Impl::kIsal);
+  } else if (std::string(env) == "avx512") {
+    EXPECT_EQ(active_impl(), best);
+  }
+  std::printf("[  NOTE    ] SUMCAST_ICRC=%s: the ICRC runs on %s\n", env == nullptr ? "(unset)" : env,
+              impl_name(active_impl()));
 }
 
 TEST(IcrcFrame, WireBuiltFrameParsesAndVerifiesAfterStamp) {

@@ -9,6 +9,12 @@
 // scapy.contrib.roce computes (fecn = becn = 1, resv6 = all ones). The ICRC field holds the CRC
 // value least-significant byte first. The functions only mask and CRC: any BTH opcode works
 // (UD, RC, UC, CNP). All functions are thread-safe and allocation-free.
+//
+// Two implementations of the masked CRC, chosen once at load time: "avx512", one pass of
+// carry-less multiplication over the masked headers (kept in registers) and the rest, where the
+// CPU has AVX-512 BW/VL and VPCLMULQDQ; "isal", the masked headers stored on the stack and two
+// ISA-L calls, everywhere. SUMCAST_ICRC=isal|avx512 in the environment picks one (an unknown or
+// unsupported value is reported on stderr and the default kept).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +23,11 @@
 
 namespace sumcast::icrc {
 
+enum class Impl : uint8_t { kIsal = 0, kAvx512 = 1 };
+const char* impl_name(Impl impl);
+bool impl_supported(Impl impl);  // this CPU runs it
+Impl active_impl();              // what compute/verify/stamp use
+
 // zlib-compatible CRC-32: crc32(0, p, n) == zlib crc32(0, p, n); chainable.
 uint32_t crc32(uint32_t crc, const void* data, size_t len);
 
@@ -24,6 +35,8 @@ uint32_t crc32(uint32_t crc, const void* data, size_t len);
 // (IPv4 total length bytes). Precondition: at least 20 + 8 + 12 + 4 bytes, IHL = 5 (verify is
 // false for a shorter span). compute returns the CRC value; the wire carries it little-endian.
 uint32_t compute(std::span<const uint8_t> ip_packet);
+// compute() with a given implementation (tests, benchmarks); impl_supported(impl) must hold.
+uint32_t compute_with(Impl impl, std::span<const uint8_t> ip_packet);
 bool verify(std::span<const uint8_t> ip_packet);
 void stamp(std::span<uint8_t> ip_packet);
 
@@ -45,6 +58,7 @@ struct UdpFields {
 };
 // `roce` runs from the BTH to the end of the ICRC field (the UDP payload).
 uint32_t compute_udp(const UdpFields& f, std::span<const uint8_t> roce);
+uint32_t compute_udp_with(Impl impl, const UdpFields& f, std::span<const uint8_t> roce);
 bool verify_udp(const UdpFields& f, std::span<const uint8_t> roce);
 void stamp_udp(const UdpFields& f, std::span<uint8_t> roce);
 // A kernel socket does not show a datagram's IPv4 identification, and a datagram sent in a
