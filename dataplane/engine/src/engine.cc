@@ -1057,7 +1057,9 @@ void Engine::remove_job(uint32_t job_id, wire::AbortReason reason, TxSink& tx) {
 // 51-55 ns; about half the time is ISA-L (the rx ICRC pass pulls the frame from L3). Each slot round
 // adds ~35 ns once (its result's one ICRC pass and first frame), hence n = 2. Replicating results
 // as copies with a combined ICRC (replicate()) instead of an ICRC pass per destination took n = 8
-// from 132 to ~92 ns.
+// from 132 to ~92 ns. Those figures are ISA-L's ICRC; the fused AVX-512 one (icrc.h) took n = 8
+// on the 2-CPU AMD EPYC VM from 108-145 to 91-105 ns, the check's share from 43 to 21 ns
+// (docs/performance.md, "Summation kernels and ICRC").
 void Engine::process_burst(std::span<const PacketView> frames, TxSink& tx) {
   Impl& m = *impl_;
   const size_t n = frames.size();
