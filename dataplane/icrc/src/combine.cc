@@ -8,6 +8,8 @@
 
 #include <array>
 
+#include "sumcast/cpu.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define SUMCAST_CRC_CLMUL 1
@@ -51,10 +53,7 @@ __attribute__((target("pclmul,sse2"))) uint32_t multiply_clmul(uint32_t a, uint3
   return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_srli_si128(t, 4)));
 }
 
-const bool g_has_clmul = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("pclmul") != 0;
-}();
+const bool g_has_clmul = cpu_features().pclmul;
 #endif
 
 }  // namespace

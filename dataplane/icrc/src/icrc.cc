@@ -30,6 +30,7 @@
 #include <cstring>
 
 #include "fold.h"
+#include "sumcast/cpu.h"
 #include "sumcast/endian.h"
 #include "sumcast/icrc/combine.h"
 #include "sumcast/wire/format.h"
@@ -95,10 +96,7 @@ constexpr MaskTable kMask = make_mask();
 #if defined(__x86_64__) || defined(__i386__)
 // Set at load time. A call from another static initializer that runs first only misses the
 // VZEROUPPER (slower, still correct).
-const bool g_cpu_has_avx = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") != 0;
-}();
+const bool g_cpu_has_avx = cpu_features().avx;
 #endif
 
 // After ISA-L: clear the upper vector halves it leaves dirty (see the top of this file).
@@ -112,11 +110,9 @@ inline void after_isal() {
 
 #ifdef SUMCAST_ICRC_FOLD
 bool internal::fold_supported() {
-  __builtin_cpu_init();
-  // libgcc reports the AVX-512 features only where the OS enabled the zmm and opmask state.
-  return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0 &&
-         __builtin_cpu_supports("avx512vl") != 0 && __builtin_cpu_supports("vpclmulqdq") != 0 &&
-         __builtin_cpu_supports("pclmul") != 0;
+  // fold_avx512.cc's flags: -mavx512f -mavx512bw -mavx512vl -mvpclmulqdq -mpclmul.
+  const CpuFeatures& f = cpu_features();
+  return f.avx512f && f.avx512bw && f.avx512vl && f.vpclmulqdq && f.pclmul;
 }
 #endif
 
