@@ -88,21 +88,11 @@ std::vector<uint8_t> make_frame(size_t payload_len) {
   return frame;
 }
 
-// verify_frame() on a given implementation.
-bool verify_with(sumcast::icrc::Impl impl, const std::vector<uint8_t>& frame) {
-  const uint8_t* ip = frame.data() + sumcast::wire::kIpOffset;
-  const size_t total = static_cast<size_t>((ip[2] << 8) | ip[3]);
-  const uint8_t* f = ip + total - sumcast::wire::kIcrcLen;
-  return sumcast::icrc::compute_with(impl, std::span<const uint8_t>(ip, total)) ==
-         (static_cast<uint32_t>(f[0]) | (static_cast<uint32_t>(f[1]) << 8) | (static_cast<uint32_t>(f[2]) << 16) |
-          (static_cast<uint32_t>(f[3]) << 24));
-}
-
 void bm_icrc_verify(benchmark::State& state, sumcast::icrc::Impl impl) {
   const std::vector<uint8_t> frame = make_frame(static_cast<size_t>(state.range(0)));
-  if (!verify_with(impl, frame)) state.SkipWithError("frame does not verify");
+  if (!sumcast::icrc::verify_frame_with(impl, frame)) state.SkipWithError("frame does not verify");
   for (auto _ : state) {
-    bool ok = verify_with(impl, frame);
+    bool ok = sumcast::icrc::verify_frame_with(impl, frame);
     benchmark::DoNotOptimize(ok);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(frame.size()));

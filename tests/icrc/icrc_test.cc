@@ -421,6 +421,30 @@ TEST(IcrcImpl, ReadsNoBytePastThePacket) {
   munmap(map, 2 * page);
 }
 
+// verify_frame_with: each implementation accepts a stamped frame and refuses it after any one bit
+// of the covered bytes (header fields the ICRC does not mask, payload, the ICRC itself) flips.
+TEST(IcrcImpl, EachImplementationVerifiesFramesAndRefusesFlippedBits) {
+  for (const Impl impl : {Impl::kIsal, Impl::kAvx512}) {
+    if (!impl_supported(impl)) continue;
+    SCOPED_TRACE(impl_name(impl));
+    for (size_t payload : {size_t{0}, size_t{64}, size_t{1000}}) {
+      wire::Addressing a;
+      std::vector<uint8_t> frame = make_frame(payload, static_cast<uint32_t>(payload) + 7, &a);
+      ASSERT_TRUE(verify_frame_with(impl, frame)) << "payload " << payload;
+      // From the IPv4 source address (ToS, TTL and checksum before it are masked) to the ICRC's
+      // last byte, but for the other masked bytes: the UDP checksum and the BTH's FECN/BECN byte.
+      for (size_t at = wire::kIpOffset + 12; at < frame.size(); ++at) {
+        if (at == wire::kUdpOffset + 6 || at == wire::kUdpOffset + 7 || at == wire::kBthOffset + 4) continue;
+        frame[at] ^= 0x10;
+        EXPECT_FALSE(verify_frame_with(impl, frame)) << "byte " << at << ", payload " << payload;
+        frame[at] ^= 0x10;
+      }
+      EXPECT_TRUE(verify_frame_with(impl, frame));
+      EXPECT_FALSE(verify_frame_with(impl, std::span<const uint8_t>(frame.data(), wire::kIpOffset + 20)));
+    }
+  }
+}
+
 // SUMCAST_ICRC picks the implementation at load time: ctest runs this binary once without it and
 // once with SUMCAST_ICRC=isal (tests/icrc/CMakeLists.txt).
 TEST(IcrcImpl, TheEnvironmentPicksTheImplementation) {

@@ -317,10 +317,14 @@ uint32_t compute_with(Impl impl, std::span<const uint8_t> ip_packet) {
 
 uint32_t compute(std::span<const uint8_t> ip_packet) { return compute_with(g_impl, ip_packet); }
 
-bool verify(std::span<const uint8_t> ip_packet) {
+namespace {
+bool verify_ip_with(Impl impl, std::span<const uint8_t> ip_packet) {
   if (ip_packet.size() < kMinIpLen) return false;
-  return compute(ip_packet) == load_le32(ip_packet.data() + ip_packet.size() - wire::kIcrcLen);
+  return compute_with(impl, ip_packet) == load_le32(ip_packet.data() + ip_packet.size() - wire::kIcrcLen);
 }
+}  // namespace
+
+bool verify(std::span<const uint8_t> ip_packet) { return verify_ip_with(g_impl, ip_packet); }
 
 void stamp(std::span<uint8_t> ip_packet) {
   assert(ip_packet.size() >= kMinIpLen);
@@ -328,10 +332,12 @@ void stamp(std::span<uint8_t> ip_packet) {
   store_le32(ip_packet.data() + ip_packet.size() - wire::kIcrcLen, compute(ip_packet));
 }
 
-bool verify_frame(std::span<const uint8_t> frame) {
+bool verify_frame_with(Impl impl, std::span<const uint8_t> frame) {
   const std::span<const uint8_t> ip = ip_of_frame(frame);
-  return !ip.empty() && verify(ip);
+  return !ip.empty() && verify_ip_with(impl, ip);
 }
+
+bool verify_frame(std::span<const uint8_t> frame) { return verify_frame_with(g_impl, frame); }
 
 void stamp_frame(std::span<uint8_t> frame) {
   const std::span<const uint8_t> ip = ip_of_frame(frame);

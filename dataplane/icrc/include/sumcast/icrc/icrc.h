@@ -44,6 +44,8 @@ void stamp(std::span<uint8_t> ip_packet);
 // the IPv4 total length decides where the ICRC is. Precondition: wire::parse_frame accepted it
 // (for verify_frame) or wire::write_frame_headers wrote it (for stamp_frame).
 bool verify_frame(std::span<const uint8_t> frame);
+// verify_frame() with a given implementation (tests, benchmarks); impl_supported(impl) must hold.
+bool verify_frame_with(Impl impl, std::span<const uint8_t> frame);
 void stamp_frame(std::span<uint8_t> frame);
 
 // Kernel UDP sockets: the kernel writes the IPv4 and UDP headers, so the ICRC is computed over
