@@ -143,7 +143,8 @@ def memif(src, out):
     for n, rs in sorted(by_n.items()):
         b = statistics.median(r["testpmd"]["rx_pps"] for r in rs)
         bn = statistics.median(per_cpu(r["testpmd"], r["testpmd"]["rx_pps"]) for r in rs)
-        row = {"ranks": n, "testpmd_pps": b, "testpmd_pps_per_cpu_s": bn, "tries": len(rs)}
+        row = {"ranks": n, "testpmd_pps": b, "testpmd_pps_per_cpu_s": bn, "tries": len(rs),
+               "burst": rs[0].get("burst", 32)}
         for key, name, field in kinds:
             got = [r[key] for r in rs if key in r]
             if not got:
@@ -161,6 +162,8 @@ def memif(src, out):
                   f"{b / 1e6:12.3f} {bn / 1e6:9.3f} | {ratio:6.2f} {an / bn if bn else 0:9.2f} | {len(got)} "
                   f"{verdict(ratio, got)}")
         summary.append(row)
+    bursts = sorted({r.get("burst", 32) for r in runs})
+    print(f"(both peers' rx and tx burst: {', '.join(map(str, bursts))}; MEMIF_BURST)")
     # The generator's own ceilings, measured in the same run: what it sends when nothing comes back
     # (testpmd rxonly) and what it receives when it sends nothing (testpmd txonly).
     ceil = [(n, rs) for n, rs in sorted(by_n.items()) if any("gen_tx_ceiling" in r or "gen_rx_ceiling" in r for r in rs)]
