@@ -445,6 +445,37 @@ TEST(IcrcImpl, EachImplementationVerifiesFramesAndRefusesFlippedBits) {
   }
 }
 
+// verify_frame takes any bytes (the engine checks a quad's ICRCs before parsing them): frames
+// too short, with another IP version or options, or whose total length runs past their end
+// verify false, and none is read past its end (the next page is PROT_NONE).
+TEST(IcrcFrame, AnyBytesVerifyFalseAndNothingPastTheFrameIsRead) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* map = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  auto* base = static_cast<uint8_t*>(map);
+  ASSERT_EQ(mprotect(base + page, page, PROT_NONE), 0);
+  std::mt19937 rng(13);
+  size_t refused = 0;
+  for (size_t len = 0; len <= 300; ++len) {
+    uint8_t* f = base + page - len;
+    for (int variant = 0; variant < 4; ++variant) {
+      for (size_t k = 0; k < len; ++k) f[k] = static_cast<uint8_t>(rng());
+      if (len > wire::kIpOffset + 3) {
+        f[wire::kIpOffset] = variant == 0 ? 0x46 : 0x45;  // options, or none
+        // The total length: past the frame's end, too short for the headers, or random.
+        const size_t total = variant == 1   ? len - wire::kIpOffset + 1 + (rng() % 100)
+                             : variant == 2 ? rng() % 44
+                                            : rng() % 65536;
+        store_be16(f + wire::kIpOffset + 2, static_cast<uint16_t>(total));
+      }
+      EXPECT_FALSE(verify_frame(std::span<const uint8_t>(f, len))) << "length " << len << ", variant " << variant;
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 301u * 4);
+  munmap(map, 2 * page);
+}
+
 // SUMCAST_ICRC picks the implementation at load time: ctest runs this binary once without it and
 // once with SUMCAST_ICRC=isal (tests/icrc/CMakeLists.txt).
 TEST(IcrcImpl, TheEnvironmentPicksTheImplementation) {

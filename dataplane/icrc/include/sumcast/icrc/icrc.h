@@ -41,8 +41,10 @@ bool verify(std::span<const uint8_t> ip_packet);
 void stamp(std::span<uint8_t> ip_packet);
 
 // Same, for a whole Ethernet frame (IPv4 starts at byte 14); `frame` may carry Ethernet padding,
-// the IPv4 total length decides where the ICRC is. Precondition: wire::parse_frame accepted it
-// (for verify_frame) or wire::write_frame_headers wrote it (for stamp_frame).
+// the IPv4 total length decides where the ICRC is. verify_frame takes any bytes: false where they
+// hold no IPv4 header without options whose total length fits the frame and covers the ICRC's
+// headers (it reads nothing outside `frame`). stamp_frame's precondition: wire::write_frame_headers
+// wrote the frame.
 bool verify_frame(std::span<const uint8_t> frame);
 // verify_frame() with a given implementation (tests, benchmarks); impl_supported(impl) must hold.
 bool verify_frame_with(Impl impl, std::span<const uint8_t> frame);
