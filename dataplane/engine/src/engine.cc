@@ -1063,8 +1063,9 @@ void Engine::remove_job(uint32_t job_id, wire::AbortReason reason, TxSink& tx) {
 // adds ~35 ns once (its result's one ICRC pass and first frame), hence n = 2. Replicating results
 // as copies with a combined ICRC (replicate()) instead of an ICRC pass per destination took n = 8
 // from 132 to ~92 ns. Those figures are ISA-L's ICRC; the fused AVX-512 one (icrc.h) took n = 8
-// on the 2-CPU AMD EPYC VM from 108-145 to 91-105 ns, the check's share from 43 to 21 ns
-// (docs/performance.md, "Summation kernels and ICRC").
+// on the 2-CPU AMD EPYC VM from 108-145 to 91-105 ns (two fused rounds the VM's drift slowed, 125
+// and 130 ns, left out), the check's share from 43 to 21 ns (docs/performance.md, "Summation
+// kernels and ICRC").
 void Engine::process_burst(std::span<const PacketView> frames, TxSink& tx) {
   Impl& m = *impl_;
   const size_t n = frames.size();
