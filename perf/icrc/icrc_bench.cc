@@ -104,6 +104,38 @@ void bm_icrc_verify_isal(benchmark::State& state) { bm_icrc_verify(state, sumcas
 // The fused AVX-512 VPCLMULQDQ pass (registered in main() where the CPU has it).
 void bm_icrc_verify_avx512(benchmark::State& state) { bm_icrc_verify(state, sumcast::icrc::Impl::kAvx512); }
 
+// A ring of 64 distinct frames (about 72 KB at 1 KiB payloads: past L1, in L2), verified in turn,
+// either back to back (`chained` false: no verify waits on another, so the CPU overlaps them) or
+// each frame chosen by the previous result (true: every verify waits on the one before, as a
+// packet's processing waits on its check). The two differ by how latency-bound the check is.
+void bm_icrc_verify_ring(benchmark::State& state, sumcast::icrc::Impl impl, bool chained) {
+  constexpr size_t kRing = 64;
+  std::vector<std::vector<uint8_t>> ring;
+  for (size_t i = 0; i < kRing; ++i) {
+    std::vector<uint8_t> f = make_frame(static_cast<size_t>(state.range(0)));
+    f[sumcast::wire::kPayloadOffset] = static_cast<uint8_t>(i);  // distinct payloads
+    sumcast::icrc::stamp_frame(f);
+    if (!sumcast::icrc::verify_frame_with(impl, f)) {
+      state.SkipWithError("a frame does not verify");
+      return;
+    }
+    ring.push_back(std::move(f));
+  }
+  size_t i = 0;
+  for (auto _ : state) {
+    const bool ok = sumcast::icrc::verify_frame_with(impl, ring[i]);
+    benchmark::DoNotOptimize(ok);
+    // Every frame verifies, so the step is 1 either way; chained, the CPU cannot know that first.
+    i = (i + (chained ? static_cast<size_t>(ok) : 1)) % kRing;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(ring[0].size()));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+void bm_icrc_ring_isal(benchmark::State& state) { bm_icrc_verify_ring(state, sumcast::icrc::Impl::kIsal, false); }
+void bm_icrc_chained_isal(benchmark::State& state) { bm_icrc_verify_ring(state, sumcast::icrc::Impl::kIsal, true); }
+void bm_icrc_ring_avx512(benchmark::State& state) { bm_icrc_verify_ring(state, sumcast::icrc::Impl::kAvx512, false); }
+void bm_icrc_chained_avx512(benchmark::State& state) { bm_icrc_verify_ring(state, sumcast::icrc::Impl::kAvx512, true); }
+
 // What a verify that made one pass would cost: one ISA-L call over as many bytes as the ICRC
 // covers (the 48-byte masked prefix and the rest of the packet up to the ICRC field), where
 // verify_frame() makes two (the prefix built on the stack, then the rest chained) and checks the
@@ -153,6 +185,8 @@ void bm_icrc_verify_table(benchmark::State& state) {
 BENCHMARK(bm_icrc_verify_isal)->Arg(64)->Arg(1024);
 BENCHMARK(bm_icrc_verify_table)->Arg(64)->Arg(1024);
 BENCHMARK(bm_icrc_one_pass_isal)->Arg(64)->Arg(1024);
+BENCHMARK(bm_icrc_ring_isal)->Arg(1024);
+BENCHMARK(bm_icrc_chained_isal)->Arg(1024);
 
 // Prints like the console reporter and keeps each benchmark's bytes/s (the median when there
 // are repetitions) for the ratio table.
@@ -168,7 +202,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
       if (r.run_type == Run::RT_Aggregate && !median) continue;
       const std::string name = r.run_name.str();
-      if (median || medians_.count(name) == 0) rates_[name] = it->second.value;
+      if (median || medians_.count(name) == 0) {
+        rates_[name] = it->second.value;
+        const auto items = r.counters.find("items_per_second");
+        if (items != r.counters.end()) items_[name] = items->second.value;
+      }
       if (median) medians_[name] = true;
     }
   }
@@ -191,6 +229,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
     print_share("bm_icrc_verify_isal/64", "bm_icrc_verify_avx512/64", "fused verify, 64 B payload");
     print_share("bm_icrc_verify_isal/1024", "bm_icrc_verify_avx512/1024", "fused verify, 1 KiB payload");
+    std::printf("\nA ring of 64 frames, 1 KiB payloads: ns per verify back to back and each waiting on the last:\n");
+    print_latency("bm_icrc_ring_isal/1024", "bm_icrc_chained_isal/1024", "ISA-L");
+    print_latency("bm_icrc_ring_avx512/1024", "bm_icrc_chained_avx512/1024", "fused");
   }
 
  private:
@@ -211,7 +252,17 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::printf("  %-34s %6.2f\n", what, a->second / b->second);
   }
 
+  // Time per frame (from items per second) of two runs over the same frames, and their ratio.
+  void print_latency(const std::string& free, const std::string& chained, const char* what) const {
+    const auto a = items_.find(free);
+    const auto b = items_.find(chained);
+    if (a == items_.end() || b == items_.end() || a->second <= 0 || b->second <= 0) return;
+    std::printf("  %-6s back to back %6.1f ns, chained %6.1f ns (%.2fx)\n", what, 1e9 / a->second, 1e9 / b->second,
+                a->second / b->second);
+  }
+
   std::map<std::string, double> rates_;
+  std::map<std::string, double> items_;
   std::map<std::string, bool> medians_;
 };
 
@@ -222,6 +273,8 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (sumcast::icrc::impl_supported(sumcast::icrc::Impl::kAvx512)) {
     benchmark::RegisterBenchmark("bm_icrc_verify_avx512", bm_icrc_verify_avx512)->Arg(64)->Arg(1024);
+    benchmark::RegisterBenchmark("bm_icrc_ring_avx512", bm_icrc_ring_avx512)->Arg(1024);
+    benchmark::RegisterBenchmark("bm_icrc_chained_avx512", bm_icrc_chained_avx512)->Arg(1024);
   } else {
     std::printf("icrc: this CPU lacks AVX-512 BW/VL or VPCLMULQDQ: no fused verify rows\n");
   }
