@@ -101,6 +101,12 @@ def engine(path):
         if c and e:
             print(f"  {payload:4} B: {c:7.1f} ns/packet with, {e:7.1f} without: {c / e:.2f}x")
 
+    nfu = cell("not_for_us/fp32/payload:1024/icrc:on/n:8", "ns_per_pkt")
+    e8 = cell("engine/fp32/payload:1024/icrc:on/n:8", "ns_per_pkt")
+    if nfu and e8:
+        print(f"\nFrames for another appliance, dropped (not_for_us; 1 KiB fp32, n=8, same frames): {nfu:.1f} ns/frame, "
+              f"{nfu / e8:.2f}x of summing them ({e8:.1f} ns/packet)")
+
     print("\nResults by multicast vs per-member replication (1 KiB fp32, ICRC on, same frames, passes alternating):")
     for n in (8, 64):
         name = f"multicast/fp32/payload:1024/icrc:on/n:{n}"

@@ -644,6 +644,8 @@ TEST(EngineTest, EveryDropReasonIsCountedAndAValidJobStillCompletes) {
   // Addressing and integrity.
   add(kNotForUs, edited(good, [](uint8_t* f) { f[5] ^= 1; }));                     // other MAC
   add(kNotForUs, edited(good, [](uint8_t* f) { f[wire::kIpOffset + 19] ^= 1; }));  // other IPv4
+  add(kNotForUs, edited(
+                     good, [](uint8_t* f) { f[wire::kIpOffset + 19] ^= 1; }, false));  // other IPv4, stale ICRC
   add(kBadIcrc, edited(
                     good, [](uint8_t* f) { f[wire::kPayloadOffset + 3] ^= 0x10; }, false));  // corrupted
   add(kNotContribution, edited(good, [](uint8_t* f) { f[H + 1] = 2; }));                     // a result
