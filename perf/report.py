@@ -150,7 +150,7 @@ def memif(src, out):
         b = statistics.median(r["testpmd"]["rx_pps"] for r in rs)
         bn = statistics.median(per_cpu(r["testpmd"], r["testpmd"]["rx_pps"]) for r in rs)
         row = {"ranks": n, "testpmd_pps": b, "testpmd_pps_per_cpu_s": bn, "tries": len(rs),
-               "burst": rs[0].get("burst", 32)}
+               "burst": rs[0].get("burst", 32), "tx_coalesce": rs[0].get("tx_coalesce")}
         for key, name, field in kinds:
             got = [r[key] for r in rs if key in r]
             if not got:
@@ -170,6 +170,9 @@ def memif(src, out):
         summary.append(row)
     bursts = sorted({r.get("burst", 32) for r in runs})
     print(f"(both peers' rx and tx burst: {', '.join(map(str, bursts))}; MEMIF_BURST)")
+    coalesce = sorted({r["tx_coalesce"] for r in runs if "tx_coalesce" in r})
+    if coalesce:
+        print(f"(sumcastd's dataplane.tx_coalesce: {', '.join(map(str, coalesce))}; MEMIF_TX_COALESCE)")
     # The generator's own ceilings, measured in the same run: what it sends when nothing comes back
     # (testpmd rxonly) and what it receives when it sends nothing (testpmd txonly).
     ceil = [(n, rs) for n, rs in sorted(by_n.items()) if any("gen_tx_ceiling" in r or "gen_rx_ceiling" in r for r in rs)]

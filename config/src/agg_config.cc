@@ -293,6 +293,7 @@ class Parser {
     return {
         int_field("worker_cores", &dp.worker_cores, 1, 64),
         int_field("burst_size", &dp.burst_size, 1, 512),
+        int_field("tx_coalesce", &dp.tx_coalesce, 0, 32),
         int_field("slots_per_job", &dp.slots_per_job, 1, 65535),
         int_field("max_jobs", &dp.max_jobs, 1, 4096),
         int_field("max_ranks", &dp.max_ranks, 2, 4096),

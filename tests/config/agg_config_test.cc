@@ -48,6 +48,7 @@ TEST(AggConfigParse, AlmostEmptyFileTakesEveryDefault) {
   EXPECT_EQ(c.port.tx_desc, 1024);
   EXPECT_EQ(c.dataplane.worker_cores, 1u);
   EXPECT_EQ(c.dataplane.burst_size, 32u);
+  EXPECT_EQ(c.dataplane.tx_coalesce, 16u);
   EXPECT_FALSE(c.dataplane.idle_adaptive);
   EXPECT_EQ(c.dataplane.idle_sleep_us, 100u);
   EXPECT_EQ(c.dataplane.idle_after_us, 500u);
@@ -106,6 +107,7 @@ port = {
 dataplane = {
   worker_cores = 4;
   burst_size = 64;
+  tx_coalesce = 0;
   idle_poll = "adaptive";
   idle_sleep_us = 250;
   idle_after_us = 0;
@@ -156,6 +158,7 @@ telemetry = {
   EXPECT_EQ(c.port.tx_desc, 256);
   EXPECT_EQ(c.dataplane.worker_cores, 4u);
   EXPECT_EQ(c.dataplane.burst_size, 64u);
+  EXPECT_EQ(c.dataplane.tx_coalesce, 0u);
   EXPECT_TRUE(c.dataplane.idle_adaptive);
   EXPECT_EQ(c.dataplane.idle_sleep_us, 250u);
   EXPECT_EQ(c.dataplane.idle_after_us, 0u);
@@ -204,6 +207,7 @@ constexpr IntKey kIntKeys[] = {
     {"port", "tx_desc", 64, 16384},
     {"dataplane", "worker_cores", 1, 64},
     {"dataplane", "burst_size", 1, 512},
+    {"dataplane", "tx_coalesce", 0, 32},
     {"dataplane", "idle_sleep_us", 1, 10000},
     {"dataplane", "idle_after_us", 0, 1000000},
     {"dataplane", "slots_per_job", 1, 65535},

@@ -46,6 +46,7 @@ const std::vector<std::string> kAllKeys = {
     "port.tx_desc",
     "dataplane.worker_cores",
     "dataplane.burst_size",
+    "dataplane.tx_coalesce",
     "dataplane.slots_per_job",
     "dataplane.max_jobs",
     "dataplane.max_ranks",
@@ -153,6 +154,7 @@ TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {
   EXPECT_EQ(c.port.tx_desc, defaults.port.tx_desc);
   EXPECT_EQ(c.dataplane.worker_cores, defaults.dataplane.worker_cores);
   EXPECT_EQ(c.dataplane.burst_size, defaults.dataplane.burst_size);
+  EXPECT_EQ(c.dataplane.tx_coalesce, defaults.dataplane.tx_coalesce);
   EXPECT_EQ(c.dataplane.idle_adaptive, defaults.dataplane.idle_adaptive);
   EXPECT_EQ(c.dataplane.idle_sleep_us, defaults.dataplane.idle_sleep_us);
   EXPECT_EQ(c.dataplane.idle_after_us, defaults.dataplane.idle_after_us);

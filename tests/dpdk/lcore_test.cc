@@ -142,16 +142,37 @@ void expect_in_order(const Port& port, uint32_t* next) {
   }
 }
 
+// A DpdkTxSink on queue 0 of the loopback port, emptied first; at the end every mbuf must be back
+// in the pool (what looped back read and freed, the sink gone).
+class SinkOnLoopbackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    port_ = test_port();
+    ASSERT_NE(port_, nullptr);
+    drain_rx(*port_);
+    pool_ = port_->tx_pool();
+    avail_ = rte_mempool_avail_count(pool_);
+    tx_ = std::make_unique<DpdkTxSink>(port_->info().port_id, 0, pool_, nullptr);
+  }
+  void TearDown() override {
+    if (port_ == nullptr) return;
+    tx_.reset();
+    drain_rx(*port_);
+    EXPECT_EQ(rte_mempool_avail_count(pool_), avail_) << "every mbuf went back to the pool";
+  }
+
+  Port* port_ = nullptr;
+  rte_mempool* pool_ = nullptr;
+  unsigned avail_ = 0;
+  std::unique_ptr<DpdkTxSink> tx_;
+};
+
 // The loopback ring holds fewer frames than are sent, and nobody reads it meanwhile: what it
 // refuses waits in the backlog, goes out in order once the ring has room again, and is counted
 // as sent only then.
-TEST(DpdkTxSinkTest, RefusedFramesWaitInTheBacklogAndGoOutInOrderOnLaterPolls) {
-  Port* port = test_port();
-  ASSERT_NE(port, nullptr);
-  drain_rx(*port);
-  rte_mempool* pool = port->tx_pool();
-  const unsigned avail = rte_mempool_avail_count(pool);
-  DpdkTxSink tx(port->info().port_id, 0, pool, nullptr);
+TEST_F(SinkOnLoopbackTest, RefusedFramesWaitInTheBacklogAndGoOutInOrderOnLaterPolls) {
+  Port* port = port_;
+  DpdkTxSink& tx = *tx_;
   constexpr uint32_t kFrames = 1100;
   submit_frames(tx, 0, kFrames);
   tx.flush();
@@ -182,18 +203,14 @@ TEST(DpdkTxSinkTest, RefusedFramesWaitInTheBacklogAndGoOutInOrderOnLaterPolls) {
   ASSERT_NE(tx.acquire(), nullptr);
   tx.flush();
   EXPECT_EQ(tx.unsubmitted(), 2u);
-  EXPECT_EQ(rte_mempool_avail_count(pool), avail) << "every mbuf went back to the pool";
+  EXPECT_EQ(rte_mempool_avail_count(pool_), avail_) << "every mbuf went back to the pool";
 }
 
 // More than the ring and the backlog together: the surplus is freed and counted as refused (the
 // results among it as results that were never sent), and so is the backlog when the core stops.
-TEST(DpdkTxSinkTest, FramesBeyondAFullBacklogAreFreedAndCounted) {
-  Port* port = test_port();
-  ASSERT_NE(port, nullptr);
-  drain_rx(*port);
-  rte_mempool* pool = port->tx_pool();
-  const unsigned avail = rte_mempool_avail_count(pool);
-  DpdkTxSink tx(port->info().port_id, 0, pool, nullptr);
+TEST_F(SinkOnLoopbackTest, FramesBeyondAFullBacklogAreFreedAndCounted) {
+  Port* port = port_;
+  DpdkTxSink& tx = *tx_;
   const uint32_t frames = 1100 + DpdkTxSink::kBacklog;
   submit_frames(tx, 0, frames);
   tx.flush();
@@ -210,7 +227,7 @@ TEST(DpdkTxSinkTest, FramesBeyondAFullBacklogAreFreedAndCounted) {
   uint32_t next = 0;
   expect_in_order(*port, &next);
   EXPECT_EQ(next, accepted);
-  EXPECT_EQ(rte_mempool_avail_count(pool), avail) << "every mbuf went back to the pool";
+  EXPECT_EQ(rte_mempool_avail_count(pool_), avail_) << "every mbuf went back to the pool";
 }
 
 // The port's own counters: rte_eth_stats by name in a fixed order, kernel_ring_drops (no packet
@@ -394,6 +411,69 @@ TEST(DpdkTxSinkTest, SubmitOfAForeignBufferSendsNothingAndIsCounted) {
   EXPECT_EQ(rte_eth_rx_burst(port->info().port_id, 0, m, 4), 0);
 }
 
+// dataplane.tx_coalesce: a batch of fewer frames than the coalesce count stays in the sink at
+// flush() (nothing reaches the port) until it fills or send_held(); frames still go out in order,
+// every one counted once; buffers acquired and not submitted are freed at flush() either way.
+TEST_F(SinkOnLoopbackTest, CoalescingHoldsAPartialBatchUntilItFillsOrIsSent) {
+  Port* port = port_;
+  DpdkTxSink& tx = *tx_;
+  tx.set_coalesce(16);
+  EXPECT_EQ(tx.coalesce(), 16u);
+  uint32_t next = 0;
+  submit_frames(tx, 0, 5);
+  ASSERT_NE(tx.acquire(), nullptr);  // acquired, never submitted
+  tx.flush();
+  EXPECT_EQ(tx.held(), 5u);
+  EXPECT_EQ(tx.sent(), 0u);
+  EXPECT_EQ(tx.unsubmitted(), 1u);
+  expect_in_order(*port, &next);
+  EXPECT_EQ(next, 0u) << "a held batch reached the port";
+  submit_frames(tx, 5, 11);  // 16: the batch is full enough
+  tx.flush();
+  EXPECT_EQ(tx.held(), 0u);
+  EXPECT_EQ(tx.sent(), 16u);
+  expect_in_order(*port, &next);
+  EXPECT_EQ(next, 16u);
+  submit_frames(tx, 16, 3);
+  tx.flush();
+  EXPECT_EQ(tx.held(), 3u);
+  tx.send_held();
+  EXPECT_EQ(tx.held(), 0u);
+  EXPECT_EQ(tx.sent(), 19u);
+  expect_in_order(*port, &next);
+  EXPECT_EQ(next, 19u);
+  tx.send_held();  // nothing held: nothing sent
+  EXPECT_EQ(tx.sent(), 19u);
+  // Coalescing off and above a batch: flush() sends whatever there is; a full batch goes out on
+  // submit whatever the setting.
+  tx.set_coalesce(0);
+  submit_frames(tx, 19, 1);
+  tx.flush();
+  EXPECT_EQ(tx.sent(), 20u);
+  tx.set_coalesce(1000);
+  EXPECT_EQ(tx.coalesce(), DpdkTxSink::kBatch);
+  submit_frames(tx, 20, DpdkTxSink::kBatch);
+  EXPECT_EQ(tx.sent(), 20u + DpdkTxSink::kBatch);
+  expect_in_order(*port, &next);
+  EXPECT_EQ(next, 20u + DpdkTxSink::kBatch);
+}
+
+// When the lcore sends what its sink holds: after any poll that did not fill its burst, and
+// after TxHoldPolicy::kMaxHeldBursts full ones in a row.
+TEST(TxHoldPolicyTest, HeldFramesGoAfterAShortPollOrFourFullBursts) {
+  static_assert(TxHoldPolicy::kMaxHeldBursts == 4);
+  TxHoldPolicy p;
+  EXPECT_TRUE(p.send_after(false));
+  EXPECT_FALSE(p.send_after(true));
+  EXPECT_FALSE(p.send_after(true));
+  EXPECT_FALSE(p.send_after(true));
+  EXPECT_TRUE(p.send_after(true));   // the fourth full burst
+  EXPECT_FALSE(p.send_after(true));  // the count starts again
+  EXPECT_TRUE(p.send_after(false));  // a short poll sends and restarts it
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(p.send_after(true)) << i;
+  EXPECT_TRUE(p.send_after(true));
+}
+
 // Two engine cores, each with its loopback queue pair: the test injects on queue 0, so core 0
 // receives every contribution and hands core 1 its slots; each core's results come back to
 // itself (and are dropped there as not for us).
@@ -437,6 +517,9 @@ class LcoreLoopTest : public ::testing::Test {
       o.qpn = kCoreQpnBase + i;
       c->engine = std::make_unique<engine::Engine>(o);
       c->tx = std::make_unique<DpdkTxSink>(pi.port_id, c->tx_queue, port_->tx_pool(), i == 0 ? &tx_lock_ : nullptr);
+      // As sumcastd's default: each core's few results are held at the end of its burst and must
+      // go out when its next poll comes back short (the tests wait for them to loop back).
+      c->tx->set_coalesce(config::DataplaneConfig{}.tx_coalesce);
       cores_.push_back(std::move(c));
     }
     std::vector<LcoreContext*> all;

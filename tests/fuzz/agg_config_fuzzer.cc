@@ -74,6 +74,7 @@ void check_accepted(const AggConfig& c, size_t lines) {
   const DataplaneConfig& d = c.dataplane;
   check_range("dataplane.worker_cores", d.worker_cores, 1, 64);
   check_range("dataplane.burst_size", d.burst_size, 1, 512);
+  check_range("dataplane.tx_coalesce", d.tx_coalesce, 0, 32);
   check_range("dataplane.slots_per_job", d.slots_per_job, 1, 65535);
   check_range("dataplane.max_jobs", d.max_jobs, 1, 4096);
   check_range("dataplane.max_ranks", d.max_ranks, 2, 4096);

@@ -211,6 +211,7 @@ Status Appliance::build_cores(const std::vector<unsigned>& workers) {
     core->tx = std::make_unique<DpdkTxSink>(pi.port_id, core->tx_queue, port_->tx_pool(),
                                             shared_tx ? &tx_locks_[core->tx_queue] : nullptr);
     core->tx->set_ipv4_checksum_offload(pi.plan.tx_ipv4_cksum);
+    core->tx->set_coalesce(cfg.dataplane.tx_coalesce);
     if (i == 0) core->neighbours = neighbours_.get();
     cores_.push_back(std::move(core));
   }
@@ -235,8 +236,9 @@ Status Appliance::start_port() {
         " packet socket(s) (PACKET_STATISTICS; the PMD does not report them)");
   }
   log("cores: " + std::to_string(n) + " worker lcore(s) [" + lcore_list(cores_) + "], main lcore " +
-      std::to_string(rte_get_main_lcore()) + ", burst " + std::to_string(cfg.dataplane.burst_size) +
-      ", software dispatch " + (pi.software_dispatch ? "on" : "off") + (shared_tx ? ", tx queues shared" : "") +
+      std::to_string(rte_get_main_lcore()) + ", burst " + std::to_string(cfg.dataplane.burst_size) + ", tx coalesce " +
+      std::to_string(cfg.dataplane.tx_coalesce) + ", software dispatch " + (pi.software_dispatch ? "on" : "off") +
+      (shared_tx ? ", tx queues shared" : "") +
       (cfg.dataplane.idle_adaptive
            ? ", idle poll adaptive (sleeps up to " + std::to_string(cfg.dataplane.idle_sleep_us) + " us after " +
                  std::to_string(cfg.dataplane.idle_after_us) + " us without work)"

@@ -105,7 +105,7 @@ void drain_control(LcoreContext& core) {
           break;
         case ControlMsg::Kind::kRemoveJob:
           core.engine->remove_job(msg->job_id, msg->reason, *core.tx);
-          core.tx->flush();
+          core.tx->send_held();  // the aborts go now, held or not
           msg->result = Status();
           break;
       }
@@ -116,7 +116,13 @@ void drain_control(LcoreContext& core) {
       while (rte_ring_sp_enqueue(core.ack_ring, msg) != 0) rte_pause();
     }
   }
-  if (core.neighbours != nullptr) bump(core.counters.arp_requests, core.neighbours->send_queued(*core.tx));
+  if (core.neighbours != nullptr) {
+    const uint64_t requests = core.neighbours->send_queued(*core.tx);
+    if (requests > 0) {
+      bump(core.counters.arp_requests, requests);
+      core.tx->send_held();  // not held through an idle sleep
+    }
+  }
 }
 
 int launch_lcore(LcoreContext& core) {
@@ -131,6 +137,7 @@ int run_lcore(void* arg) {
   const uint32_t burst = std::min(core.burst_size, kMaxBurst);
   const auto rx_queue = static_cast<uint16_t>(core.rx_queue);
   uint32_t iteration = 0;
+  TxHoldPolicy hold;
   IdleBackoff idle(core.idle_sleep_us, core.idle_after_us);
   const double ns_per_cycle = 1e9 / static_cast<double>(rte_get_tsc_hz());
   // Sleeps as short as asked: the kernel's default timer slack (50 us) would stretch each one.
@@ -138,8 +145,10 @@ int run_lcore(void* arg) {
   core.running.store(true, std::memory_order_release);
   while (!core.stop->load(std::memory_order_relaxed)) {
     bool worked = false;
+    bool full = false;  // a poll filled its burst: more frames are probably waiting
     if (core.rx_queue >= 0) {
       const uint16_t n = rte_eth_rx_burst(core.port_id, rx_queue, s.rx, static_cast<uint16_t>(burst));
+      full = n == burst;
       if (n > 0) {
         bump(core.counters.rx_bursts, 1);
         handle_rx(core, s, n);
@@ -148,6 +157,7 @@ int run_lcore(void* arg) {
     }
     if (core.software_dispatch) {
       const unsigned n = rte_ring_sc_dequeue_burst(core.dispatch_ring, reinterpret_cast<void**>(s.rx), burst, nullptr);
+      full = full || n == burst;
       if (n > 0) {
         ring_acquire(core.dispatch_ring);
         bump(core.counters.dispatched_in, n);
@@ -155,7 +165,11 @@ int run_lcore(void* arg) {
         worked = true;
       }
     }
-    core.tx->poll();  // frames the tx queue refused earlier go out first
+    if (hold.send_after(full)) {
+      core.tx->send_held();  // also retries the backlog
+    } else {
+      core.tx->poll();  // frames the tx queue refused earlier go out first
+    }
     if (++iteration == kControlInterval) {
       iteration = 0;
       drain_control(core);
@@ -178,6 +192,7 @@ int run_lcore(void* arg) {
   }
   drain_control(core);
   core.tx->flush();
+  core.tx->send_held();
   core.tx->drop_backlog();  // counted as refused: nothing polls this queue any more
   core.finished.store(true, std::memory_order_release);
   return 0;

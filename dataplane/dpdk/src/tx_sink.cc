@@ -140,13 +140,18 @@ void DpdkTxSink::send_batch() {
 }
 
 void DpdkTxSink::flush() {
-  send_batch();
+  if (batch_len_ >= coalesce_) send_batch();
   poll();
   if (outstanding_len_ > 0) {
     rte_pktmbuf_free_bulk(outstanding_, outstanding_len_);
     bump(unsubmitted_, outstanding_len_);
     outstanding_len_ = 0;
   }
+}
+
+void DpdkTxSink::send_held() {
+  send_batch();
+  poll();
 }
 
 void DpdkTxSink::drop_backlog() {

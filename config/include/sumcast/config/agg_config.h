@@ -73,6 +73,7 @@ struct PortConfig {
 struct DataplaneConfig {
   uint32_t worker_cores = 1;          // dataplane.worker_cores: lcores that run engines, 1..64 (one rx/tx queue each)
   uint32_t burst_size = 32;           // dataplane.burst_size: 1..512
+  uint32_t tx_coalesce = 16;          // dataplane.tx_coalesce: 0..32, frames a partial tx burst waits for
   uint32_t slots_per_job = 128;       // dataplane.slots_per_job: 1..65535
   uint32_t max_jobs = 16;             // dataplane.max_jobs: 1..4096
   uint32_t max_ranks = 64;            // dataplane.max_ranks: 2..4096 per job

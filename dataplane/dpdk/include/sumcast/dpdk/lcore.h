@@ -3,7 +3,8 @@
 // Loop (one fixed shape for every PMD and core count, so that one path is tested and measured):
 // rx burst -> software dispatch (frames whose slot another
 // core owns go to that core's dispatch ring; the owner drains its ring as another burst) ->
-// engine.process_burst -> free the rx mbufs -> retry the tx backlog (DpdkTxSink) -> every
+// engine.process_burst -> free the rx mbufs -> after a short poll (or kMaxHeldBursts full ones) send
+// what the tx sink holds (TxHoldPolicy), retry the tx backlog (DpdkTxSink) -> every
 // kControlInterval iterations drain the control ring (add/remove job, acked back) -> stop flag;
 // with dataplane.idle_poll = "adaptive", an idle core sleeps between polls (IdleBackoff), and
 // drains the control ring before each sleep.
@@ -84,6 +85,24 @@ class IdleBackoff {
   uint64_t since_ns_ = 0;  // when the current run of empty polls began
   uint32_t sleep_us_ = 0;
 };
+// When the lcore sends the frames its bursts left held in its tx sink (DpdkTxSink::set_coalesce,
+// dataplane.tx_coalesce): after a poll that did not fill its burst (the rx queue is drained: no
+// frames behind to fill the tx batch), and after kMaxHeldBursts full bursts in a row at the latest,
+// so that a held result waits at most that many bursts' processing while frames keep arriving.
+class TxHoldPolicy {
+ public:
+  static constexpr uint32_t kMaxHeldBursts = 4;
+  // After a poll: did it fill its burst? True when the held frames must go now.
+  bool send_after(bool full_burst) {
+    if (full_burst && ++full_ < kMaxHeldBursts) return false;
+    full_ = 0;
+    return true;
+  }
+
+ private:
+  uint32_t full_ = 0;  // full bursts since the held frames last went out
+};
+
 // Largest rx burst (dataplane.burst_size is at most this).
 inline constexpr uint32_t kMaxBurst = 512;
 // Size of the control and ack rings (power of two; a core has at most kControlRingSize - 1

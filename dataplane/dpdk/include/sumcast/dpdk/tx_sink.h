@@ -10,12 +10,19 @@
 // message type result) that is pending or was freed is counted too, so that the engine's
 // results_sent can be reported as what the port accepted.
 //
+// Coalescing (set_coalesce(k), dataplane.tx_coalesce): the engine flushes at the end of every rx
+// burst, and a batch of fewer than k frames then stays for the next burst's frames, so that a burst
+// that answers few frames (results by multicast: one per n contributions) does not pay a transmit
+// call of its own; the lcore loop sends what is held with send_held() once its rx polls come back
+// short, and after at most TxHoldPolicy::kMaxHeldBursts full bursts (lcore.h).
+//
 // With IPv4 checksum offload on (the port offers it: nic_offload's plan), IPv4 frames leave with
 // RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM and a zero checksum field for the NIC to fill.
 #pragma once
 
 #include <rte_spinlock.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -41,13 +48,23 @@ class DpdkTxSink final : public engine::TxSink {
 
   // Before the lcore starts. The port must have RTE_ETH_TX_OFFLOAD_IPV4_CKSUM enabled.
   void set_ipv4_checksum_offload(bool on) { ipv4_cksum_offload_ = on; }
+  // Before the lcore starts: flush() sends a batch only once it has `frames` (0: always; at most
+  // kBatch, a full batch goes out on submit anyway).
+  void set_coalesce(uint32_t frames) { coalesce_ = std::min(frames, kBatch); }
+  uint32_t coalesce() const { return coalesce_; }
   bool ipv4_checksum_offload() const { return ipv4_cksum_offload_; }
 
   uint8_t* acquire() override;
   // A buffer this sink did not hand out (or already took back) is counted (unknown_buffers) and
   // not sent.
   void submit(uint8_t* buf, uint32_t len) override;
+  // Sends the batch if it holds at least coalesce() frames (else keeps it), retries the backlog,
+  // frees buffers acquired and not submitted.
   void flush() override;
+  // Sends the batch whatever its size, retries the backlog. The lcore loop calls it (TxHoldPolicy).
+  void send_held();
+  // Frames batched and not yet handed to the PMD.
+  uint32_t held() const { return batch_len_; }
   // Retries the backlog; a no-op when it is empty. The lcore loop calls it on every poll.
   void poll() {
     if (backlog_len_ != 0) drain_backlog();
@@ -81,6 +98,7 @@ class DpdkTxSink final : public engine::TxSink {
   rte_mempool* pool_;
   rte_spinlock_t* lock_;
   bool ipv4_cksum_offload_ = false;
+  uint32_t coalesce_ = 0;
   uint32_t batch_len_ = 0;
   uint32_t outstanding_len_ = 0;
   rte_mbuf* batch_[kBatch];
