@@ -495,7 +495,7 @@ void run_memcpy(benchmark::State& state, const Scenario& sc) {
   set_rate_counters(state, t.passes * feed.frames.size(), t.passes * feed.payload_bytes, t.ns, t.wall_tsc);
 }
 
-// Frames addressed to another appliance (a flood a switch floods, or a misconfigured worker): the
+// Frames addressed to another host (unknown unicast a switch floods, or a misconfigured worker): the
 // same feed, the engine's own IPv4 address one higher, so every frame is dropped as not_for_us.
 // Such a drop must stay cheap, next to the engine/... row of the same frames: the engine checks a
 // frame's destination before it spends an ICRC pass on it.

@@ -48,11 +48,11 @@ class DpdkTxSink final : public engine::TxSink {
 
   // Before the lcore starts. The port must have RTE_ETH_TX_OFFLOAD_IPV4_CKSUM enabled.
   void set_ipv4_checksum_offload(bool on) { ipv4_cksum_offload_ = on; }
+  bool ipv4_checksum_offload() const { return ipv4_cksum_offload_; }
   // Before the lcore starts: flush() sends a batch only once it has `frames` (0: always; at most
   // kBatch, a full batch goes out on submit anyway).
   void set_coalesce(uint32_t frames) { coalesce_ = std::min(frames, kBatch); }
   uint32_t coalesce() const { return coalesce_; }
-  bool ipv4_checksum_offload() const { return ipv4_cksum_offload_; }
 
   uint8_t* acquire() override;
   // A buffer this sink did not hand out (or already took back) is counted (unknown_buffers) and

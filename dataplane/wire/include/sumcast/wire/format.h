@@ -19,6 +19,7 @@ inline constexpr size_t kDethLen = 8;
 inline constexpr size_t kSumcastHeaderLen = 32;
 inline constexpr size_t kIcrcLen = 4;
 inline constexpr size_t kIpOffset = kEthHeaderLen;
+inline constexpr size_t kIpDstOffset = kIpOffset + 16;  // 30: the IPv4 destination address
 inline constexpr size_t kUdpOffset = kIpOffset + kIpv4HeaderLen;
 inline constexpr size_t kBthOffset = kUdpOffset + kUdpHeaderLen;              // 42
 inline constexpr size_t kDethOffset = kBthOffset + kBthLen;                   // 54

@@ -199,7 +199,7 @@ inline ParseError parse_frame(std::span<const uint8_t> frame, ParsedPacket* out)
   if (ip[9] != kIpProtoUdp) return ParseError::kNotUdp;
   if (ihl != kIpv4HeaderLen) return ParseError::kBadIpHeader;  // RoCEv2 datagrams carry no options
   out->src_ip = load_be32(ip + 12);
-  out->dst_ip = load_be32(ip + 16);
+  out->dst_ip = load_be32(p + kIpDstOffset);
   if (total < kIpv4HeaderLen + kUdpHeaderLen) return ParseError::kTruncatedUdp;
   const uint8_t* udp = ip + kIpv4HeaderLen;
   out->src_port = load_be16(udp);
