@@ -13,6 +13,7 @@
 
 #include "config_test_util.h"
 #include "sumcast/config/agg_config.h"
+#include "sumcast/config/settings.h"
 #include "sumcast/ipv4.h"
 
 namespace sumcast::config {
@@ -122,6 +123,16 @@ TEST(ShippedConfigs, AggConfSetsEveryKey) {
   const Result<AggConfig> loaded = load_agg_config((kSource / "config/agg.conf").string());
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   for (const std::string& key : kAllKeys) EXPECT_EQ(loaded->key_lines.count(key), 1u) << key;
+}
+
+// What sumcastctl check --json and /sumcast/config show (config::settings): every key, once, in
+// this list's order.
+TEST(ShippedConfigs, SettingsShowEveryKeyInOrder) {
+  const Result<AggConfig> loaded = load_agg_config((kSource / "config/agg.conf").string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  std::vector<std::string> keys;
+  for (const Setting& s : settings(*loaded)) keys.push_back(std::string(s.section) + "." + s.key);
+  EXPECT_EQ(keys, kAllKeys);
 }
 
 TEST(ShippedConfigs, AggConfKeepsTheDefaultsApartFromTheTestBedKeys) {

@@ -24,16 +24,16 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "sumcast/cli.h"
 #include "sumcast/config/agg_config.h"
+#include "sumcast/config/settings.h"
 #include "sumcast/core_counters.h"
 #include "sumcast/ctl/json.h"
 #include "sumcast/ctl/telemetry_client.h"
 #include "sumcast/ctl/watch.h"
-#include "sumcast/ipv4.h"
-#include "sumcast/mac.h"
 
 namespace {
 
@@ -289,69 +289,15 @@ int cmd_jobs(const Options& o) {
   return 0;
 }
 
-const char* huge_pages_name(sumcast::config::HugePages h) {
-  switch (h) {
-    case sumcast::config::HugePages::kOn:
-      return "on";
-    case sumcast::config::HugePages::kOff:
-      return "off";
-    case sumcast::config::HugePages::kAuto:
-      break;
-  }
-  return "auto";
-}
-
-// The settings of a valid agg.conf (defaults filled in; the token file's path, never its contents).
+// The settings of a valid agg.conf (config::settings: defaults filled in; the token file's path,
+// never its contents), one object per section.
 Json config_json(const sumcast::config::AggConfig& c) {
-  using V = Json;
-  const auto u = [](uint64_t x) { return V(x); };
-  const auto strings = [](const std::vector<std::string>& v) { return V(v); };
-  const auto ipv4 = [](uint32_t address) { return V(sumcast::format_ipv4(address)); };
-  const auto& e = c.eal;
-  const auto& p = c.port;
-  const auto& d = c.dataplane;
-  const auto& k = c.control;
-  const auto& t = c.telemetry;
-  return V::object({
-      {"file", V(c.path)},
-      {"valid", V(true)},
-      {"eal", V::object({{"lcores", V(e.lcores)},
-                         {"file_prefix", V(e.file_prefix)},
-                         {"memory_mb", u(e.memory_mb)},
-                         {"huge_pages", V(huge_pages_name(e.huge_pages))},
-                         {"vdevs", strings(e.vdevs)},
-                         {"allow", strings(e.allow)},
-                         {"extra_args", strings(e.extra_args)}})},
-      {"port", V::object({{"device", V(p.device)},
-                          {"mac", V(p.mac ? sumcast::format_mac(*p.mac) : std::string())},
-                          {"ipv4", ipv4(p.ipv4)},
-                          {"mtu", u(p.mtu)},
-                          {"rx_desc", u(p.rx_desc)},
-                          {"tx_desc", u(p.tx_desc)}})},
-      {"dataplane", V::object({{"worker_cores", u(d.worker_cores)},
-                               {"burst_size", u(d.burst_size)},
-                               {"slots_per_job", u(d.slots_per_job)},
-                               {"max_jobs", u(d.max_jobs)},
-                               {"max_ranks", u(d.max_ranks)},
-                               {"max_payload_bytes", u(d.max_payload_bytes)},
-                               {"dtypes", strings(sumcast::config::dtype_names(d.dtypes))},
-                               {"verify_icrc", V(d.verify_icrc)},
-                               {"udp_checksum", V(d.udp_checksum)},
-                               {"multicast", V(d.multicast)},
-                               {"multicast_group", ipv4(d.multicast_group)},
-                               {"mbufs", u(d.mbufs)}})},
-      {"control", V::object({{"listen_address", ipv4(k.listen_address)},
-                             {"port", u(k.port)},
-                             {"token_file", V(k.token_file)},
-                             {"max_connections", u(k.max_connections)},
-                             {"job_timeout_ms", u(k.job_timeout_ms)},
-                             {"register_timeout_ms", u(k.register_timeout_ms)},
-                             {"io_timeout_ms", u(k.io_timeout_ms)}})},
-      {"telemetry",
-       V::object({{"dpdk_telemetry", V(t.dpdk_telemetry)},
-                  {"prometheus_address", V(t.prometheus_address ? t.prometheus_address->text() : std::string())},
-                  {"stats_interval_ms", u(t.stats_interval_ms)}})},
-  });
+  Json out = Json::object({{"file", Json(c.path)}, {"valid", Json(true)}});
+  for (const sumcast::config::Setting& s : sumcast::config::settings(c)) {
+    Json& section = out[s.section];
+    std::visit([&](const auto& v) { section[s.key] = Json(v); }, s.value);
+  }
+  return out;
 }
 
 int cmd_check(const Options& o) {

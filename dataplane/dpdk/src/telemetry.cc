@@ -8,7 +8,9 @@
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
+#include <variant>
 
+#include "sumcast/config/settings.h"
 #include "sumcast/counter.h"
 #include "sumcast/ipv4.h"
 #include "sumcast/mac.h"
@@ -228,108 +230,48 @@ rte_tel_data* string_array(const std::vector<std::string>& values) {
   return a;
 }
 
-const char* huge_pages_name(config::HugePages h) {
-  switch (h) {
-    case config::HugePages::kAuto:
-      return "auto";
-    case config::HugePages::kOn:
-      return "on";
-    case config::HugePages::kOff:
-      return "off";
-  }
-  return "?";
-}
-
+// The agg.conf sumcastd runs with (config::settings, booleans as 0 and 1: DPDK 22.11's telemetry
+// has no boolean), one dict per section; the port and control sections end with what sumcastd
+// found at start (the port's driver and offloads, the control port bound).
 int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
   std::shared_lock<std::shared_mutex> lock(g_mu);
   if (g_source == nullptr || g_source->config == nullptr) return -1;
   const config::AggConfig& c = *g_source->config;
   rte_tel_data_start_dict(d);
   rte_tel_data_add_dict_string(d, "path", telemetry_safe(c.path).c_str());
-
-  rte_tel_data* eal = rte_tel_data_alloc();
-  if (eal != nullptr) {
-    rte_tel_data_start_dict(eal);
-    rte_tel_data_add_dict_string(eal, "lcores", telemetry_safe(c.eal.lcores).c_str());
-    rte_tel_data_add_dict_string(eal, "file_prefix", telemetry_safe(c.eal.file_prefix).c_str());
-    rte_tel_data_add_dict_u64(eal, "memory_mb", c.eal.memory_mb);
-    rte_tel_data_add_dict_string(eal, "huge_pages", huge_pages_name(c.eal.huge_pages));
-    add_container(eal, "vdevs", string_array(c.eal.vdevs));
-    add_container(eal, "allow", string_array(c.eal.allow));
-    add_container(eal, "extra_args", string_array(c.eal.extra_args));
-    add_container(d, "eal", eal);
-  }
-  rte_tel_data* port = rte_tel_data_alloc();
-  if (port != nullptr) {
-    rte_tel_data_start_dict(port);
-    rte_tel_data_add_dict_string(port, "device", telemetry_safe(c.port.device).c_str());
-    rte_tel_data_add_dict_string(port, "mac", c.port.mac ? format_mac(*c.port.mac).c_str() : "");
-    rte_tel_data_add_dict_string(port, "ipv4", format_ipv4(c.port.ipv4).c_str());
-    rte_tel_data_add_dict_u64(port, "prefix_len", c.port.prefix_len);
-    rte_tel_data_add_dict_string(port, "gateway", c.port.gateway ? format_ipv4(*c.port.gateway).c_str() : "");
-    {
-      std::vector<std::string> routes;
-      for (const config::RouteConfig& r : c.port.routes) routes.push_back(r.text);
-      add_container(port, "routes", string_array(routes));
+  const std::vector<config::Setting> all = config::settings(c);
+  for (size_t i = 0; i < all.size();) {
+    const char* name = all[i].section;
+    rte_tel_data* section = rte_tel_data_alloc();
+    if (section != nullptr) rte_tel_data_start_dict(section);
+    for (; i < all.size() && std::strcmp(all[i].section, name) == 0; ++i) {
+      if (section == nullptr) continue;
+      const char* key = all[i].key;
+      const config::SettingValue& v = all[i].value;
+      if (const auto* n = std::get_if<uint64_t>(&v)) {
+        rte_tel_data_add_dict_u64(section, key, *n);
+      } else if (const auto* b = std::get_if<bool>(&v)) {
+        rte_tel_data_add_dict_u64(section, key, *b ? 1 : 0);
+      } else if (const auto* s = std::get_if<std::string>(&v)) {
+        rte_tel_data_add_dict_string(section, key, telemetry_safe(*s).c_str());
+      } else {
+        add_container(section, key, string_array(std::get<std::vector<std::string>>(v)));
+      }
     }
-    rte_tel_data_add_dict_u64(port, "arp_refresh_ms", c.port.arp_refresh_ms);
-    rte_tel_data_add_dict_u64(port, "dscp", c.port.dscp);
-    rte_tel_data_add_dict_u64(port, "ecn", c.port.ecn ? 1 : 0);
-    rte_tel_data_add_dict_u64(port, "cnp_interval_us", c.port.cnp_interval_us);
-    rte_tel_data_add_dict_u64(port, "mtu", c.port.mtu);
-    rte_tel_data_add_dict_u64(port, "rx_desc", c.port.rx_desc);
-    rte_tel_data_add_dict_u64(port, "tx_desc", c.port.tx_desc);
-    if (g_source->port != nullptr) {
+    if (section == nullptr) continue;
+    if (std::strcmp(name, "port") == 0 && g_source->port != nullptr) {
       const PortInfo& p = *g_source->port;
-      rte_tel_data_add_dict_string(port, "driver", telemetry_safe(p.driver).c_str());
-      rte_tel_data_add_dict_string(port, "data_mac", format_mac(p.mac).c_str());
-      rte_tel_data_add_dict_u64(port, "queues", p.queues);
-      rte_tel_data_add_dict_u64(port, "software_dispatch", p.software_dispatch ? 1 : 0);
-      rte_tel_data_add_dict_u64(port, "rss", p.rss ? 1 : 0);
-      rte_tel_data_add_dict_u64(port, "promiscuous", p.promiscuous ? 1 : 0);
+      rte_tel_data_add_dict_string(section, "driver", telemetry_safe(p.driver).c_str());
+      rte_tel_data_add_dict_string(section, "data_mac", format_mac(p.mac).c_str());
+      rte_tel_data_add_dict_u64(section, "queues", p.queues);
+      rte_tel_data_add_dict_u64(section, "software_dispatch", p.software_dispatch ? 1 : 0);
+      rte_tel_data_add_dict_u64(section, "rss", p.rss ? 1 : 0);
+      rte_tel_data_add_dict_u64(section, "promiscuous", p.promiscuous ? 1 : 0);
     }
-    add_container(d, "port", port);
-  }
-  rte_tel_data* dp = rte_tel_data_alloc();
-  if (dp != nullptr) {
-    const config::DataplaneConfig& x = c.dataplane;
-    rte_tel_data_start_dict(dp);
-    rte_tel_data_add_dict_u64(dp, "worker_cores", x.worker_cores);
-    rte_tel_data_add_dict_u64(dp, "burst_size", x.burst_size);
-    rte_tel_data_add_dict_u64(dp, "slots_per_job", x.slots_per_job);
-    rte_tel_data_add_dict_u64(dp, "max_jobs", x.max_jobs);
-    rte_tel_data_add_dict_u64(dp, "max_ranks", x.max_ranks);
-    rte_tel_data_add_dict_u64(dp, "max_payload_bytes", x.max_payload_bytes);
-    add_container(dp, "dtypes", string_array(config::dtype_names(x.dtypes)));
-    rte_tel_data_add_dict_u64(dp, "verify_icrc", x.verify_icrc ? 1 : 0);
-    rte_tel_data_add_dict_u64(dp, "udp_checksum", x.udp_checksum ? 1 : 0);
-    rte_tel_data_add_dict_u64(dp, "multicast", x.multicast ? 1 : 0);
-    rte_tel_data_add_dict_string(dp, "multicast_group", format_ipv4(x.multicast_group).c_str());
-    rte_tel_data_add_dict_u64(dp, "mbufs", x.mbufs);
-    add_container(d, "dataplane", dp);
-  }
-  rte_tel_data* ctl = rte_tel_data_alloc();
-  if (ctl != nullptr) {
-    const config::ControlConfig& x = c.control;
-    rte_tel_data_start_dict(ctl);
-    rte_tel_data_add_dict_string(ctl, "listen_address", format_ipv4(x.listen_address).c_str());
-    rte_tel_data_add_dict_u64(ctl, "port", x.port);
-    rte_tel_data_add_dict_string(ctl, "token_file", telemetry_safe(x.token_file).c_str());
-    rte_tel_data_add_dict_u64(ctl, "max_connections", x.max_connections);
-    rte_tel_data_add_dict_u64(ctl, "job_timeout_ms", x.job_timeout_ms);
-    rte_tel_data_add_dict_u64(ctl, "register_timeout_ms", x.register_timeout_ms);
-    rte_tel_data_add_dict_u64(ctl, "io_timeout_ms", x.io_timeout_ms);
-    if (g_source->server != nullptr) rte_tel_data_add_dict_u64(ctl, "bound_port", g_source->server->bound_port());
-    add_container(d, "control", ctl);
-  }
-  rte_tel_data* tel = rte_tel_data_alloc();
-  if (tel != nullptr) {
-    rte_tel_data_start_dict(tel);
-    rte_tel_data_add_dict_u64(tel, "dpdk_telemetry", c.telemetry.dpdk_telemetry ? 1 : 0);
-    rte_tel_data_add_dict_string(tel, "prometheus_address",
-                                 c.telemetry.prometheus_address ? c.telemetry.prometheus_address->text().c_str() : "");
-    rte_tel_data_add_dict_u64(tel, "stats_interval_ms", c.telemetry.stats_interval_ms);
-    add_container(d, "telemetry", tel);
+    if (std::strcmp(name, "control") == 0 && g_source->server != nullptr) {
+      rte_tel_data_add_dict_u64(section, "bound_port", g_source->server->bound_port());
+    }
+    add_container(d, name, section);
   }
   return 0;
 }
