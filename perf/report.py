@@ -147,7 +147,8 @@ def memif(src, out):
         return "(target >= 0.9: reached)" if ratio >= 0.9 else "(target 0.9: NOT reached)"
     per_cpu = lambda x, pps: pps / max(x.get("peer_cpu_share", 1), 1e-3)
     for n, rs in sorted(by_n.items()):
-        b = statistics.median(r["testpmd"]["rx_pps"] for r in rs)
+        pmd = [r["testpmd"]["rx_pps"] for r in rs]
+        b = statistics.median(pmd)
         bn = statistics.median(per_cpu(r["testpmd"], r["testpmd"]["rx_pps"]) for r in rs)
         row = {"ranks": n, "testpmd_pps": b, "testpmd_pps_per_cpu_s": bn, "tries": len(rs),
                "burst": rs[0].get("burst", 32), "tx_coalesce": rs[0].get("tx_coalesce")}
@@ -167,6 +168,17 @@ def memif(src, out):
             print(f"{n:5} {payload:7} {name:>9} | {a / 1e6:13.3f} {a * payload * 8e-9:7.2f} {an / 1e6:9.3f} | "
                   f"{b / 1e6:12.3f} {bn / 1e6:9.3f} | {ratio:6.2f} {an / bn if bn else 0:9.2f} | {len(got)} "
                   f"{verdict(ratio, got)}")
+            # Each try's pair (the two peers run back to back): where the machine's speed moved
+            # between tries, the pairs show it and the medians above hide it.
+            pairs = [rate(r[key]) / r["testpmd"]["rx_pps"] for r in rs if key in r and r["testpmd"]["rx_pps"]]
+            row[f"pair_ratios{suffix}"] = pairs
+            if len(pairs) > 1:
+                print(f"{'':24}   each try: sumcastd {min(rate(x) for x in got) / 1e6:.2f}-"
+                      f"{max(rate(x) for x in got) / 1e6:.2f}, testpmd {min(pmd) / 1e6:.2f}-{max(pmd) / 1e6:.2f} Mpps;"
+                      f" ratios {', '.join(f'{x:.2f}' for x in pairs)}")
+        if len(rs) > 1 and max(pmd) > 1.3 * min(pmd):
+            print(f"{'':24}   (testpmd's rate moved by {max(pmd) / min(pmd):.1f}x between tries: the machine's speed "
+                  "changed during the run; read the pairs, not one median)")
         summary.append(row)
     bursts = sorted({r.get("burst", 32) for r in runs})
     print(f"(both peers' rx and tx burst: {', '.join(map(str, bursts))}; MEMIF_BURST)")

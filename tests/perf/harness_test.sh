@@ -4,7 +4,8 @@
 #   perf/memif/run      one try at n = 2 for a fraction of a second: sumcastd (results per rank and
 #                       by multicast), testpmd io and the generator's two ceilings (rxonly,
 #                       txonly); sumcastd summed every frame, and sent one result frame per slot
-#                       round by multicast, n per round otherwise
+#                       round by multicast, n per round otherwise; its report of two tries shows
+#                       each try's pair and says where testpmd's rate moved
 #   perf/cluster/run    unshaped (CLUSTER_RATE=0), n = 4, 1 MiB, one iteration, two rounds: Sumcast
 #                       (checked exactly), Open MPI default and ring, CPU seconds per GB of each,
 #                       the medians of the rounds and each round's ratio (and, relabelled as a
@@ -60,6 +61,17 @@ jq -c '.runs[] | .sumcastd.verify_icrc = false | .sumcastd_multicast.verify_icrc
 if grep -q "(target" "$work/memif-no-icrc.log" || ! grep -q "not counted against the target" "$work/memif-no-icrc.log"; then
   cat "$work/memif-no-icrc.log"
   fail "runs without the ICRC check are judged against the target"
+fi
+# Two tries whose testpmd rates differ by 2x (the try doubled): the report shows each try's pair and
+# says that the machine's speed moved, instead of only medians.
+{ jq -c '.runs[0] | .try = 0' "$work/memif.json"; jq -c '.runs[0] | .try = 1 | .testpmd.rx_pps *= 2' "$work/memif.json"; } |
+  /usr/bin/python3 "$root/perf/report.py" memif - "$work/memif-drift.json" >"$work/memif-drift.log" ||
+  fail "perf/report.py failed on two tries"
+if ! grep -q "each try: sumcastd" "$work/memif-drift.log" || ! grep -q "testpmd's rate moved by 2.0x" "$work/memif-drift.log" ||
+  ! jq -e '.summary[0] | (.pair_ratios | length) == 2 and .pair_ratios[0] > 1.9 * .pair_ratios[1]' \
+    "$work/memif-drift.json" >/dev/null; then
+  cat "$work/memif-drift.log"
+  fail "the memif report does not show each try's pair where testpmd's rate moved"
 fi
 
 CLUSTER_RATE=0 CLUSTER_N=4 CLUSTER_MIN=1M CLUSTER_MAX=1M CLUSTER_ITERS=1 CLUSTER_WARMUP=1 CLUSTER_LOSS=0 CLUSTER_ROUNDS=2 \
