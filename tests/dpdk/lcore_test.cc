@@ -680,6 +680,51 @@ TEST_F(LcoreLoopTest, RoundsWaitingForContributionsAreReported) {
   EXPECT_EQ(sink_->waiting_rounds(43), 0u);
 }
 
+// Five full rx bursts in a row on core 0, each with three contributions whose results the sink
+// holds (fewer than the 16 dataplane.tx_coalesce waits for): the held results go out after the
+// fourth full burst, which tx_hold_capped counts once; the fifth burst's go after the short poll
+// that follows, uncounted.
+TEST_F(LcoreLoopTest, HeldResultsGoOutAfterFourFullBurstsAndThatIsCounted) {
+  engine::JobSpec job;
+  job.job_id = 44;
+  job.qkey = 0x79;
+  job.slot_count = 32;
+  job.max_payload_bytes = 256;
+  engine::Member m;
+  m.ip = 0x0A000002;  // not the port's: results that loop back are dropped
+  m.qpn = 0x1000;
+  job.members = {m};  // world size 1: every contribution completes its slot
+  ASSERT_TRUE(sink_->install(job).ok());
+  const std::vector<uint8_t> payload = engine::encode_elements(wire::Dtype::kFp32, std::vector<double>(16, 2.0));
+  constexpr uint32_t kBursts = 5, kPerBurst = 3;
+  std::vector<rte_mbuf*> frames;
+  for (uint32_t b = 0; b < kBursts; ++b) {
+    for (uint32_t k = 0; k < 32; ++k) {
+      if (k < kPerBurst) {
+        engine::ContributionFields f;
+        f.slot = static_cast<uint16_t>(2 * (b * kPerBurst + k));  // even: core 0's
+        frames.push_back(mbuf_from(port_->tx_pool(),
+                                   engine::make_contribution_frame(job, cores_[0]->engine->options(), f, payload)));
+      } else {
+        frames.push_back(mbuf_from(port_->tx_pool(), std::vector<uint8_t>(60, 0)));  // dropped, no result
+      }
+    }
+  }
+  inject(frames);  // one enqueue: core 0's next poll finds all 160 frames in its rx queue
+  LcoreContext& c0 = *cores_[0];
+  LcoreContext& c1 = *cores_[1];
+  const uint64_t results = kBursts * kPerBurst;
+  ASSERT_TRUE(eventually([&] {
+    return c0.engine->counters().slots_completed.load() == results &&
+           c0.engine->counters().rx_packets.load() == frames.size() + results;  // the results loop back
+  })) << "completed "
+      << c0.engine->counters().slots_completed.load();
+  EXPECT_EQ(c0.counters.tx_hold_capped.load(), 1u);
+  EXPECT_EQ(c1.counters.tx_hold_capped.load(), 0u);
+  EXPECT_EQ(c0.counters.dispatched_out.load(), 0u);
+  sink_->remove(44, wire::AbortReason::kNone);
+}
+
 // The neighbour service as sumcastd runs it: its thread announces the port's address and asks for
 // a member's gateway (frames core 0 sends from its ring), an ARP reply handed over as the lcores do
 // (observe()) publishes the gateway's MAC to the table the engines read, and the change is logged.

@@ -166,7 +166,8 @@ int run_lcore(void* arg) {
       }
     }
     if (hold.send_after(full)) {
-      core.tx->send_held();  // also retries the backlog
+      if (full && core.tx->held() != 0) bump(core.counters.tx_hold_capped, 1);  // they waited 4 bursts
+      core.tx->send_held();                                                     // also retries the backlog
     } else {
       core.tx->poll();  // frames the tx queue refused earlier go out first
     }

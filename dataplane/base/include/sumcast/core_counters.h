@@ -52,7 +52,8 @@
   X(control_msgs, kCounter, kNonZero, "Control messages (job install/remove) the core executed.")                  \
   X(idle_sleeps, kCounter, kNonZero, "Sleeps of the idle core (dataplane.idle_poll = adaptive).")                  \
   X(idle_yields, kCounter, kNonZero, "Empty polls after which the core yielded its CPU (dataplane.idle_poll = adaptive).") \
-  X(arp_requests, kCounter, kNonZero, "ARP requests (and the gratuitous ARP) the neighbour resolver sent through the core.")
+  X(arp_requests, kCounter, kNonZero, "ARP requests (and the gratuitous ARP) the neighbour resolver sent through the core.") \
+  X(tx_hold_capped, kCounter, kNonZero, "Times frames held for a fuller transmit burst (dataplane.tx_coalesce) went out after 4 full rx bursts in a row, not after a short poll.")
 
 // Counted by the core's transmit sink (DpdkTxSink), after the port layer's.
 #define SUMCAST_TX_COUNTERS(X)                                                                                       \
