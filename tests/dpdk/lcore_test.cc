@@ -562,6 +562,26 @@ class LcoreLoopTest : public ::testing::Test {
     ASSERT_EQ(sent, frames.size());
   }
 
+  // A job of `ranks` members at 10.0.0.2, 10.0.0.3, ... (not the port's address: results that loop
+  // back are dropped), 256-byte payloads, installed on both cores.
+  engine::JobSpec install_job(uint32_t id, uint32_t qkey, uint16_t slots, uint32_t ranks) {
+    engine::JobSpec job;
+    job.job_id = id;
+    job.qkey = qkey;
+    job.slot_count = slots;
+    job.max_payload_bytes = 256;
+    for (uint32_t r = 0; r < ranks; ++r) {
+      engine::Member m;
+      const uint8_t member_mac[6] = {0x02, 0, 0, 0, 0, static_cast<uint8_t>(1 + r)};
+      std::memcpy(m.mac, member_mac, 6);
+      m.ip = 0x0A000002 + r;
+      m.qpn = 0x1000;
+      job.members.push_back(m);
+    }
+    EXPECT_TRUE(sink_->install(job).ok());
+    return job;
+  }
+
   // Polls `done` until it holds or 10 s pass.
   template <typename F>
   bool eventually(F done) {
@@ -584,18 +604,7 @@ class LcoreLoopTest : public ::testing::Test {
 
 TEST_F(LcoreLoopTest, DispatchesSlotsToOwnersDropsMultiSegmentAndRunsJobs) {
   const PortInfo& pi = port_->info();
-  engine::JobSpec job;
-  job.job_id = 42;
-  job.qkey = 0x77;
-  job.slot_count = 8;
-  job.max_payload_bytes = 256;
-  engine::Member m;
-  const uint8_t member_mac[6] = {0x02, 0, 0, 0, 0, 1};
-  std::memcpy(m.mac, member_mac, 6);
-  m.ip = 0x0A000002;
-  m.qpn = 0x1000;
-  job.members = {m};  // world size 1: every contribution completes its slot
-  ASSERT_TRUE(sink_->install(job).ok());
+  const engine::JobSpec job = install_job(42, 0x77, 8, 1);  // world size 1: every contribution completes its slot
 
   std::vector<rte_mbuf*> frames;
   const std::vector<double> values(16, 3.0);
@@ -652,18 +661,7 @@ TEST_F(LcoreLoopTest, DispatchesSlotsToOwnersDropsMultiSegmentAndRunsJobs) {
 }
 
 TEST_F(LcoreLoopTest, RoundsWaitingForContributionsAreReported) {
-  engine::JobSpec job;
-  job.job_id = 43;
-  job.qkey = 0x78;
-  job.slot_count = 8;
-  job.max_payload_bytes = 256;
-  engine::Member a;
-  a.ip = 0x0A000002;
-  a.qpn = 0x1000;
-  engine::Member b = a;
-  b.ip = 0x0A000003;
-  job.members = {a, b};  // world size 2; only rank 0 contributes
-  ASSERT_TRUE(sink_->install(job).ok());
+  const engine::JobSpec job = install_job(43, 0x78, 8, 2);  // world size 2; only rank 0 contributes
   EXPECT_EQ(sink_->waiting_rounds(43), 0u);
   const std::vector<uint8_t> payload = engine::encode_elements(wire::Dtype::kFp32, std::vector<double>(16, 1.0));
   std::vector<rte_mbuf*> frames;
@@ -685,16 +683,7 @@ TEST_F(LcoreLoopTest, RoundsWaitingForContributionsAreReported) {
 // fourth full burst, which tx_hold_capped counts once; the fifth burst's go after the short poll
 // that follows, uncounted.
 TEST_F(LcoreLoopTest, HeldResultsGoOutAfterFourFullBurstsAndThatIsCounted) {
-  engine::JobSpec job;
-  job.job_id = 44;
-  job.qkey = 0x79;
-  job.slot_count = 32;
-  job.max_payload_bytes = 256;
-  engine::Member m;
-  m.ip = 0x0A000002;  // not the port's: results that loop back are dropped
-  m.qpn = 0x1000;
-  job.members = {m};  // world size 1: every contribution completes its slot
-  ASSERT_TRUE(sink_->install(job).ok());
+  const engine::JobSpec job = install_job(44, 0x79, 32, 1);  // world size 1: every contribution completes its slot
   const std::vector<uint8_t> payload = engine::encode_elements(wire::Dtype::kFp32, std::vector<double>(16, 2.0));
   constexpr uint32_t kBursts = 5, kPerBurst = 3;
   std::vector<rte_mbuf*> frames;
