@@ -3,8 +3,8 @@
 # an appliance namespace whose data veth (no IP) sumcastd drives through net_af_packet or
 # net_af_xdp, a management veth for the control plane, and 4 worker namespaces on one bridge.
 # Checks: sumcastd comes up ("ready") with --no-huge; it answers ARP; 4 workers' contributions
-# give exact sums; sumcastctl stats/jobs show exactly the traffic the workers made; /sumcast/config
-# shows the settings `sumcastctl check --json` reads from the same file; SIGTERM stops
+# give exact sums; sumcastctl stats/jobs show exactly the traffic the workers made; `sumcastctl config`
+# (/sumcast/config) shows the settings `sumcastctl check --json` reads from the same file; SIGTERM stops
 # it cleanly (exit 0, counters summary).
 #
 # With IDLE_POLL "adaptive" (dataplane.idle_poll): also, before the job, the idle appliance uses
@@ -150,17 +150,15 @@ fi
 "$sumcastctl" --prefix "$TB_PREFIX" jobs | tee "$work/jobs.txt"
 grep -q "jobs_started 1" "$work/jobs.txt" || fail "sumcastctl jobs does not show the job started"
 "$sumcastctl" --prefix "$TB_PREFIX" version | grep -q "^sumcastd " || fail "sumcastctl version: no daemon version"
-if command -v dpdk-telemetry.py >/dev/null; then
-  echo /sumcast/stats,total | dpdk-telemetry.py -f "$TB_PREFIX" >"$work/tel.txt" 2>&1 || true
-  grep -q '"contributions": *'$((chunks * N)) "$work/tel.txt" || fail "dpdk-telemetry.py cannot read /sumcast/stats"
-  # /sumcast/config shows what `sumcastctl check --json` reads from the same file: every key, the
-  # same values (booleans as 0 and 1), and this run's idle_poll.
-  echo /sumcast/config | dpdk-telemetry.py -f "$TB_PREFIX" >"$work/config.txt" 2>&1 || true
-  "$sumcastctl" check --json "$work/agg.conf" >"$work/check.json" || fail "sumcastctl check rejects the running agg.conf"
-  /usr/bin/python3 - "$work/config.txt" "$work/check.json" "$idle_poll" <<'PY' || fail "/sumcast/config differs from sumcastctl check"
+# `sumcastctl config` (the daemon's /sumcast/config) shows what `sumcastctl check --json` reads
+# from the same file: every key, the same values (booleans as 0 and 1), and this run's idle_poll.
+"$sumcastctl" --prefix "$TB_PREFIX" config --json >"$work/config.json" || fail "sumcastctl config failed"
+"$sumcastctl" --prefix "$TB_PREFIX" config | grep -qx "dataplane.idle_poll = \"$idle_poll\"" ||
+  fail "sumcastctl config does not show dataplane.idle_poll = \"$idle_poll\""
+"$sumcastctl" check --json "$work/agg.conf" >"$work/check.json" || fail "sumcastctl check rejects the running agg.conf"
+/usr/bin/python3 - "$work/config.json" "$work/check.json" "$idle_poll" <<'PY' || fail "sumcastd's config differs from sumcastctl check"
 import json, sys
-text = open(sys.argv[1]).read()
-tel = json.loads(text[text.index('{"/sumcast/config"'):].splitlines()[0])["/sumcast/config"]
+tel = json.load(open(sys.argv[1]))
 check = json.load(open(sys.argv[2]))
 keys = 0
 for section, settings in check.items():
@@ -169,12 +167,15 @@ for section, settings in check.items():
     for key, value in settings.items():
         want = int(value) if isinstance(value, bool) else value
         got = tel[section][key]
-        assert got == want, f"{section}.{key}: /sumcast/config {got!r}, sumcastctl check {want!r}"
+        assert got == want, f"{section}.{key}: sumcastd {got!r}, sumcastctl check {want!r}"
         keys += 1
 assert tel["dataplane"]["idle_poll"] == sys.argv[3], tel["dataplane"]
 assert "tx_coalesce" in tel["dataplane"] and "driver" in tel["port"], tel
-print(f"/sumcast/config: the {keys} settings sumcastctl check shows, same values")
+print(f"sumcastctl config: the {keys} settings sumcastctl check shows, same values")
 PY
+if command -v dpdk-telemetry.py >/dev/null; then
+  echo /sumcast/stats,total | dpdk-telemetry.py -f "$TB_PREFIX" >"$work/tel.txt" 2>&1 || true
+  grep -q '"contributions": *'$((chunks * N)) "$work/tel.txt" || fail "dpdk-telemetry.py cannot read /sumcast/stats"
 fi
 
 # --- SIGTERM: clean exit (bounded wait), summary printed.

@@ -66,6 +66,16 @@ Result<std::unique_ptr<TelemetryClient>> connect(const Options& o) {
   return TelemetryClient::connect(socket_path(o), o.timeout_ms);
 }
 
+// One telemetry command's answer; an answer that is no object means the socket is not sumcastd's.
+Result<Json> query_object(const Options& o, const std::string& command) {
+  auto client = connect(o);
+  if (!client.ok()) return client.status();
+  Result<Json> answer = (*client)->query(command);
+  if (!answer.ok()) return answer.status();
+  if (!answer->is_object()) return sumcast::Status::not_found(command + ": no answer (is this sumcastd?)");
+  return answer;
+}
+
 int fail(const sumcast::Status& st) {
   std::fprintf(stderr, "sumcastctl: %s\n", st.message().c_str());
   return kExitFail;
@@ -206,11 +216,8 @@ std::string long_string(const Json& d, const std::string& key) {
 }
 
 int cmd_port(const Options& o) {
-  auto client = connect(o);
-  if (!client.ok()) return fail(client.status());
-  Result<Json> port = (*client)->query("/sumcast/port");
+  Result<Json> port = query_object(o, "/sumcast/port");
   if (!port.ok()) return fail(port.status());
-  if (!port->is_object()) return fail(sumcast::Status::not_found("/sumcast/port: no answer (is this sumcastd?)"));
   if (o.json) {
     std::printf("%s\n", sumcast::ctl::to_json(port.value(), 2).c_str());
     return 0;
@@ -236,6 +243,26 @@ int cmd_port(const Options& o) {
       continue;  // a continuation piece, printed with its first
     }
     std::printf("  %-22s %s\n", key.substr(4).c_str(), long_string(port.value(), key).c_str());
+  }
+  return 0;
+}
+
+// The agg.conf the running sumcastd uses (/sumcast/config: every key as `check --json` shows a
+// file, booleans as 0 and 1, with the port's driver and offloads and the bound control port), one
+// "section.key = value" line each (values in JSON's form).
+int cmd_config(const Options& o) {
+  Result<Json> cfg = query_object(o, "/sumcast/config");
+  if (!cfg.ok()) return fail(cfg.status());
+  if (o.json) {
+    std::printf("%s\n", sumcast::ctl::to_json(cfg.value(), 2).c_str());
+    return 0;
+  }
+  std::printf("# %s\n", string_at(*cfg, "path").c_str());
+  for (const auto& [section, keys] : cfg->items()) {
+    if (!keys.is_object()) continue;
+    for (const auto& [key, value] : keys.items()) {
+      std::printf("%s.%s = %s\n", section.c_str(), key.c_str(), sumcast::ctl::to_json(value).c_str());
+    }
   }
   return 0;
 }
@@ -383,6 +410,8 @@ int main(int argc, char** argv) {
   CLI::App* port = command("port",
                            "the data port's offload path (rte_flow steering, RSS + software dispatch, XDP program), "
                            "why, and its probed capabilities");
+  CLI::App* config =
+      command("config", "the agg.conf settings the running sumcastd uses (every key, defaults filled in)");
   CLI::App* check = command("check", "validate an agg.conf without starting anything");
   check->add_option("FILE", o.file, "the agg.conf")->required();
   CLI::App* version = command("version", "versions of sumcastctl and of the running sumcastd");
@@ -390,6 +419,7 @@ int main(int argc, char** argv) {
   if (stats->parsed()) return cmd_stats(o);
   if (jobs->parsed()) return cmd_jobs(o);
   if (port->parsed()) return cmd_port(o);
+  if (config->parsed()) return cmd_config(o);
   if (check->parsed()) return cmd_check(o);
   if (version->parsed()) return cmd_version(o);
   return kExitUsage;  // require_subcommand(1) leaves no other case
