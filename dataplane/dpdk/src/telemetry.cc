@@ -230,9 +230,24 @@ rte_tel_data* string_array(const std::vector<std::string>& values) {
   return a;
 }
 
-// The agg.conf sumcastd runs with (config::settings, booleans as 0 and 1: DPDK 22.11's telemetry
-// has no boolean), one dict per section; the port and control sections end with what sumcastd
-// found at start (the port's driver and offloads, the control port bound).
+// One agg.conf setting into a telemetry dict (booleans as 0 and 1: DPDK 22.11's telemetry has none).
+void add_setting(rte_tel_data* d, const config::Setting& setting) {
+  const char* key = setting.key;
+  const config::SettingValue& v = setting.value;
+  if (const auto* n = std::get_if<uint64_t>(&v)) {
+    rte_tel_data_add_dict_u64(d, key, *n);
+  } else if (const auto* b = std::get_if<bool>(&v)) {
+    rte_tel_data_add_dict_u64(d, key, *b ? 1 : 0);
+  } else if (const auto* s = std::get_if<std::string>(&v)) {
+    rte_tel_data_add_dict_string(d, key, telemetry_safe(*s).c_str());
+  } else {
+    add_container(d, key, string_array(std::get<std::vector<std::string>>(v)));
+  }
+}
+
+// The agg.conf sumcastd runs with (config::settings), one dict per section; the port and control
+// sections end with what sumcastd found at start (the port's driver and offloads, the control port
+// bound).
 int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) {
   std::shared_lock<std::shared_mutex> lock(g_mu);
   if (g_source == nullptr || g_source->config == nullptr) return -1;
@@ -240,25 +255,13 @@ int handle_config(const char* /*cmd*/, const char* /*params*/, rte_tel_data* d) 
   rte_tel_data_start_dict(d);
   rte_tel_data_add_dict_string(d, "path", telemetry_safe(c.path).c_str());
   const std::vector<config::Setting> all = config::settings(c);
-  for (size_t i = 0; i < all.size();) {
-    const char* name = all[i].section;
+  for (size_t begin = 0, end = 0; begin < all.size(); begin = end) {
+    const char* name = all[begin].section;
+    while (end < all.size() && std::strcmp(all[end].section, name) == 0) ++end;
     rte_tel_data* section = rte_tel_data_alloc();
-    if (section != nullptr) rte_tel_data_start_dict(section);
-    for (; i < all.size() && std::strcmp(all[i].section, name) == 0; ++i) {
-      if (section == nullptr) continue;
-      const char* key = all[i].key;
-      const config::SettingValue& v = all[i].value;
-      if (const auto* n = std::get_if<uint64_t>(&v)) {
-        rte_tel_data_add_dict_u64(section, key, *n);
-      } else if (const auto* b = std::get_if<bool>(&v)) {
-        rte_tel_data_add_dict_u64(section, key, *b ? 1 : 0);
-      } else if (const auto* s = std::get_if<std::string>(&v)) {
-        rte_tel_data_add_dict_string(section, key, telemetry_safe(*s).c_str());
-      } else {
-        add_container(section, key, string_array(std::get<std::vector<std::string>>(v)));
-      }
-    }
     if (section == nullptr) continue;
+    rte_tel_data_start_dict(section);
+    for (size_t i = begin; i < end; ++i) add_setting(section, all[i]);
     if (std::strcmp(name, "port") == 0 && g_source->port != nullptr) {
       const PortInfo& p = *g_source->port;
       rte_tel_data_add_dict_string(section, "driver", telemetry_safe(p.driver).c_str());
