@@ -6,11 +6,13 @@
 #                       txonly); sumcastd summed every frame, and sent one result frame per slot
 #                       round by multicast, n per round otherwise; its report of two tries shows
 #                       each try's pair and says where testpmd's rate moved
-#   perf/cluster/run    unshaped (CLUSTER_RATE=0), n = 4, 1 MiB, one iteration, two rounds: Sumcast
+#   perf/cluster/run    unshaped (CLUSTER_RATE=0), n = 4, 1 MiB, one iteration, two rounds, in the
+#                       default configuration (CLUSTER_CONFIG=targets, which the result names): Sumcast
 #                       (checked exactly), Open MPI default and ring, CPU seconds per GB of each,
 #                       the medians of the rounds and each round's ratio (and, relabelled as a
 #                       shaped result, each round's algbw in R); CLUSTER_QUEUES on a shaped bed (n = 2,
-#                       50 Mbit/s, 4 MiB): both directions' queues sampled, and refused unshaped
+#                       50 Mbit/s, 4 MiB, CLUSTER_CONFIG=bed): both directions' queues sampled, and
+#                       refused unshaped; an unknown CLUSTER_CONFIG refused
 #   perf/transport/run  the veth path once, and once with UDP_SEGMENT trains (the loopback path is perf_plot's)
 # then perf/report.py and perf/plot.py on what they wrote. Needs root (namespaces, hugepages),
 # dpdk-testpmd and mpirun: exits 77 (skipped) saying which is missing.
@@ -74,34 +76,42 @@ if ! grep -q "each try: sumcastd" "$work/memif-drift.log" || ! grep -q "testpmd'
   fail "the memif report does not show each try's pair where testpmd's rate moved"
 fi
 
+# The default CLUSTER_CONFIG (targets): jumbo frames, UDP_SEGMENT trains, results by multicast and
+# adaptive polling, each named in the result's file name, its fields and its notes.
 CLUSTER_RATE=0 CLUSTER_N=4 CLUSTER_MIN=1M CLUSTER_MAX=1M CLUSTER_ITERS=1 CLUSTER_WARMUP=1 CLUSTER_LOSS=0 CLUSTER_ROUNDS=2 \
   timeout 180 "$root/perf/cluster/run" "$build" >"$work/cluster.log" 2>&1 ||
   { cat "$work/cluster.log"; fail "perf/cluster/run failed"; }
+cl=$work/cluster-mtu9000-gso-adaptive-multicast-unshaped.json
+jq -e '.mtu == 9000 and .multicast == "on" and .idle_poll == "adaptive" and (.notes[0] | contains("CLUSTER_CONFIG=targets"))
+       and (.notes[0] | contains("UDP GSO on"))' "$cl" >/dev/null ||
+  { cat "$work/cluster.log"; ls "$work"; fail "the default run is not in the targets' configuration"; }
+if CLUSTER_CONFIG=jumbo "$root/perf/cluster/run" "$build" >"$work/config-bad.log" 2>&1; then fail "CLUSTER_CONFIG=jumbo ran"; fi
+grep -q "CLUSTER_CONFIG must be targets or bed, not jumbo" "$work/config-bad.log" || { cat "$work/config-bad.log"; fail "no reason given"; }
 jq -e '.cases[0] | .rows[0].sumcast > 0 and .rows[0].wrong == 0 and .rows[0].mpi_default > 0 and .rows[0].mpi_ring > 0
        and .cpu_s_per_gb.sumcast_workers > 0 and .cpu_s_per_gb.appliance > 0 and .cpu_s_per_gb.mpi_default > 0
-       and .cpu_s_per_gb.mpi_ring > 0' "$work/cluster-unshaped.json" >/dev/null ||
+       and .cpu_s_per_gb.mpi_ring > 0' "$cl" >/dev/null ||
   { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks algbw, an exact result or CPU per GB"; }
 grep -q "ratio to the better MPI" "$work/cluster.log" || { cat "$work/cluster.log"; fail "no CPU-per-GB ratio printed"; }
 # CPU inside the timed calls (sumcast-allreduce and allreduce_bench --cpu-log, every rank).
 jq -e '.cases[0] | (.call_cpu_s_per_gb | .sumcast_workers > 0 and .mpi_default > 0 and .mpi_ring > 0)
        and (.rows[0].call_cpu_s_per_gb | .sumcast > 0 and .mpi_default > 0 and .mpi_ring > 0)' \
-  "$work/cluster-unshaped.json" >/dev/null || { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks the CPU per GB inside the calls"; }
+  "$cl" >/dev/null || { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks the CPU per GB inside the calls"; }
 grep -q "inside the timed calls alone" "$work/cluster.log" || { cat "$work/cluster.log"; fail "no CPU per GB inside the calls printed"; }
 # CLUSTER_ROUNDS=2: both rounds kept, each algbw the median (here the mean) of the two, and each
 # round's ratio printed.
 jq -e '.cases[0] | .rows[0].sumcast as $median | .rounds == 2 and (.round_rows | length) == 2 and
-       ([.round_rows[][0].sumcast] | add / 2 - $median | fabs) < 1e-9' "$work/cluster-unshaped.json" >/dev/null ||
+       ([.round_rows[][0].sumcast] | add / 2 - $median | fabs) < 1e-9' "$cl" >/dev/null ||
   { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks the two rounds or their median"; }
 grep -Eq '^ +1 MiB \|.*x \| [0-9.]+x [0-9.]+x$' "$work/cluster.log" ||
   { cat "$work/cluster.log"; fail "no ratio per round printed"; }
 # On a shaped bed each round's Sumcast algbw in R follows its ratio.
-jq '.rate_mbit = 200' "$work/cluster-unshaped.json" >"$work/cluster-as-shaped.json"
+jq '.rate_mbit = 200' "$cl" >"$work/cluster-as-shaped.json"
 /usr/bin/python3 "$root/perf/report.py" cluster "$work/cluster-as-shaped.json" >"$work/cluster-as-shaped.log" ||
   fail "perf/report.py failed on a shaped result with rounds"
 grep -Eq '^ +1 MiB \|.*x \| [0-9.]+x \([0-9.]+ R\) [0-9.]+x \([0-9.]+ R\)$' "$work/cluster-as-shaped.log" ||
   { cat "$work/cluster-as-shaped.log"; fail "no algbw in R per round printed for a shaped bed"; }
 # Frames the kernel dropped under net_af_packet (kernel_ring_drops) are counted as missed, as imissed is.
-jq '.cases[0].appliance_port |= (.ipackets = 990 | .imissed = 3 | .kernel_ring_drops = 7)' "$work/cluster-unshaped.json" \
+jq '.cases[0].appliance_port |= (.ipackets = 990 | .imissed = 3 | .kernel_ring_drops = 7)' "$cl" \
   >"$work/cluster-drops.json"
 /usr/bin/python3 "$root/perf/report.py" cluster "$work/cluster-drops.json" >"$work/cluster-drops.log" ||
   fail "perf/report.py failed on a cluster result with drops"
@@ -115,12 +125,17 @@ if CLUSTER_RATE=0 CLUSTER_QUEUES=on "$root/perf/cluster/run" "$build" >"$work/qu
 fi
 grep -q "CLUSTER_QUEUES needs a shaped bed" "$work/queues-unshaped.log" || { cat "$work/queues-unshaped.log"; fail "no reason given"; }
 mkdir -p "$work/queues"
-CLUSTER_RATE=50 CLUSTER_QUEUES=on CLUSTER_N=2 CLUSTER_MIN=4M CLUSTER_MAX=4M CLUSTER_ITERS=1 CLUSTER_WARMUP=1 \
-  CLUSTER_LOSS=0 PERF_RESULTS="$work/queues" timeout 120 "$root/perf/cluster/run" "$build" >"$work/queues.log" 2>&1 ||
-  { cat "$work/queues.log"; fail "perf/cluster/run failed with CLUSTER_QUEUES=on"; }
+# This one in the bed's own configuration (CLUSTER_CONFIG=bed: MTU 1500, results per rank, busy
+# polling), whose result keeps the plain name.
+CLUSTER_CONFIG=bed CLUSTER_RATE=50 CLUSTER_QUEUES=on CLUSTER_N=2 CLUSTER_MIN=4M CLUSTER_MAX=4M CLUSTER_ITERS=1 \
+  CLUSTER_WARMUP=1 CLUSTER_LOSS=0 PERF_RESULTS="$work/queues" timeout 120 "$root/perf/cluster/run" "$build" \
+  >"$work/queues.log" 2>&1 || { cat "$work/queues.log"; fail "perf/cluster/run failed with CLUSTER_QUEUES=on"; }
 jq -e '.cases[0].queues[0] | .up.active_intervals > 0 and .up.backlog_max > 0 and .up.use_mean > 0.1
        and .down.active_intervals > 0 and .down.use_mean > 0.1' "$work/queues/cluster.json" >/dev/null ||
   { cat "$work/queues.log"; fail "cluster.json lacks the queues of both directions"; }
+jq -e '.mtu == 1500 and .multicast == "off" and .idle_poll == "busy" and (.notes[0] | contains("CLUSTER_CONFIG=bed"))
+       and (.notes[0] | contains("UDP GSO off"))' "$work/queues/cluster.json" >/dev/null ||
+  { cat "$work/queues.log"; fail "CLUSTER_CONFIG=bed did not run the bed's own configuration"; }
 grep -q "^queues, contributions (workers' egress), [0-9]* active intervals" "$work/queues.log" ||
   { cat "$work/queues.log"; fail "no queue line printed"; }
 
@@ -139,7 +154,7 @@ jq -e '.summary[0] | .gso and .udp_tx_in_trains_share > 0.5 and .udp_r2w_gbps > 
   >/dev/null || { cat "$work/transport-gso.log"; fail "TRANSPORT_GSO=on: the worker sent no UDP_SEGMENT trains"; }
 
 /usr/bin/python3 "$root/perf/plot.py" "$work" >"$work/plot.log" 2>&1 || { cat "$work/plot.log"; fail "plot.py failed"; }
-for png in memif cluster-unshaped transport; do
+for png in memif cluster-mtu9000-gso-adaptive-multicast-unshaped transport; do
   [ -s "$work/$png.png" ] || { cat "$work/plot.log"; fail "plot.py drew no $png.png"; }
 done
-echo "PASS: memif (results per rank and by multicast, with the generator's ceilings), cluster (unshaped, CPU per GB, two rounds; shaped with its queues sampled) and transport (veth, with and without trains) ran end to end; report and plots drawn"
+echo "PASS: memif (results per rank and by multicast, with the generator's ceilings), cluster (unshaped in the targets' configuration, CPU per GB, two rounds; shaped in the bed's with its queues sampled) and transport (veth, with and without trains) ran end to end; report and plots drawn"
