@@ -12,7 +12,8 @@
 #                       the medians of the rounds and each round's ratio (and, relabelled as a
 #                       shaped result, each round's algbw in R); CLUSTER_QUEUES on a shaped bed (n = 2,
 #                       50 Mbit/s, 4 MiB, CLUSTER_CONFIG=bed): both directions' queues sampled, and
-#                       refused unshaped; an unknown CLUSTER_CONFIG refused
+#                       refused unshaped; an unknown CLUSTER_CONFIG refused; the report's line of the
+#                       workers' resends
 #   perf/transport/run  the veth path once, and once with UDP_SEGMENT trains (the loopback path is perf_plot's)
 # then perf/report.py and perf/plot.py on what they wrote. Needs root (namespaces, hugepages),
 # dpdk-testpmd and mpirun: exits 77 (skipped) saying which is missing.
@@ -117,6 +118,18 @@ jq '.cases[0].appliance_port |= (.ipackets = 990 | .imissed = 3 | .kernel_ring_d
   fail "perf/report.py failed on a cluster result with drops"
 grep -q "990 frames received, 10 missed (1.00%: imissed 3, kernel_ring_drops 7;" "$work/cluster-drops.log" ||
   { cat "$work/cluster-drops.log"; fail "the cluster report does not count the kernel ring's drops as missed"; }
+# The workers' resend counters, per rank smallest-largest, and all resends per 1000 results.
+jq '.cases[0].per_rank = [{"retransmissions": 5, "stall_probes": 4, "fast_retransmissions": 1, "notice_retransmissions": 4,
+                           "spurious_retransmissions": 2, "rx_packets": 1000},
+                          {"retransmissions": 9, "stall_probes": 0, "fast_retransmissions": 3, "notice_retransmissions": 0,
+                           "spurious_retransmissions": 7, "tx_eagain": 1, "rx_packets": 2000}]' "$cl" >"$work/cluster-resends.json"
+/usr/bin/python3 "$root/perf/report.py" cluster "$work/cluster-resends.json" >"$work/cluster-resends.log" ||
+  fail "perf/report.py failed on a cluster result with resends"
+grep -qF "workers' resends over the Sumcast runs (per rank, smallest-largest of 2): on timeouts 5-9 (stall probes 0-4), fast 1-3, on loss notices 0-4; all resends 6.0-10.0 per 1000 results; answered twice (spurious) 2-7; send EAGAIN 0-1," \
+  "$work/cluster-resends.log" || { cat "$work/cluster-resends.log"; fail "the cluster report does not show the workers' resends"; }
+# The run itself printed that line from its ranks' statistics.
+grep -q "^workers' resends over the Sumcast runs (per rank, smallest-largest of 4): " "$work/cluster.log" ||
+  { cat "$work/cluster.log"; fail "perf/cluster/run printed no resend line"; }
 
 # CLUSTER_QUEUES: refused on an unshaped bed (its figures are in R); on a shaped one (n = 2 at
 # 50 Mbit/s, 4 MiB: about 0.7 s per call) the sampler saw both directions' queues and links busy.
