@@ -379,20 +379,20 @@ def cluster(path):
                   f"({100 * missed / max(1, port['ipackets'] + missed):.2f}%: imissed {imissed}, kernel_ring_drops "
                   f"{ring}; the kernel's ring under the PMD overflowed, which the workers see as loss), "
                   f"rx_nombuf {port.get('rx_nombuf')}, ierrors {port.get('ierrors')}")
-        recovery = recovery_text(case.get("per_rank") or [])
-        if recovery:
-            print(recovery)
+        resends = resends_text(case.get("per_rank") or [])
+        if resends:
+            print(resends)
         for k, q in enumerate(case.get("queues") or []):
             print(queues_text(q, f" (round {k + 1})" if len(case["queues"]) > 1 else ""))
     if data.get("notes"):
         print("\n" + "\n".join(data["notes"]))
 
 
-def recovery_text(ranks):
+def resends_text(ranks):
     """The workers' resend counters over a case's Sumcast runs (sumcast-allreduce's statistics, one
     record per rank; shim/communicator.h says what each counts): each as the smallest and largest
-    over the ranks, and all resends together per 1000 results received. Empty where the result has
-    none."""
+    over the ranks, and all resends together per 1000 packets the rank received (rx_packets: results,
+    notices and duplicates alike, before validation). Empty where the result has none."""
     if not ranks:
         return ""
 
@@ -402,7 +402,7 @@ def recovery_text(ranks):
 
     kinds = ("retransmissions", "fast_retransmissions", "notice_retransmissions")
     per_k = [1000 * sum(r.get(k) or 0 for k in kinds) / r["rx_packets"] for r in ranks if r.get("rx_packets")]
-    rate = f"; all resends {min(per_k):.1f}-{max(per_k):.1f} per 1000 results" if per_k else ""
+    rate = f"; all resends {min(per_k):.1f}-{max(per_k):.1f} per 1000 packets received" if per_k else ""
     return (f"workers' resends over the Sumcast runs (per rank, smallest-largest of {len(ranks)}): on timeouts "
             f"{span('retransmissions')} (stall probes {span('stall_probes')}), fast {span('fast_retransmissions')}, "
             f"on loss notices {span('notice_retransmissions')}{rate}; answered twice (spurious) "

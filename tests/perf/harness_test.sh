@@ -91,18 +91,18 @@ grep -q "CLUSTER_CONFIG must be targets or bed, not jumbo" "$work/config-bad.log
 jq -e '.cases[0] | .rows[0].sumcast > 0 and .rows[0].wrong == 0 and .rows[0].mpi_default > 0 and .rows[0].mpi_ring > 0
        and .cpu_s_per_gb.sumcast_workers > 0 and .cpu_s_per_gb.appliance > 0 and .cpu_s_per_gb.mpi_default > 0
        and .cpu_s_per_gb.mpi_ring > 0' "$cl" >/dev/null ||
-  { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks algbw, an exact result or CPU per GB"; }
+  { cat "$work/cluster.log"; fail "the unshaped result lacks algbw, an exact result or CPU per GB"; }
 grep -q "ratio to the better MPI" "$work/cluster.log" || { cat "$work/cluster.log"; fail "no CPU-per-GB ratio printed"; }
 # CPU inside the timed calls (sumcast-allreduce and allreduce_bench --cpu-log, every rank).
 jq -e '.cases[0] | (.call_cpu_s_per_gb | .sumcast_workers > 0 and .mpi_default > 0 and .mpi_ring > 0)
        and (.rows[0].call_cpu_s_per_gb | .sumcast > 0 and .mpi_default > 0 and .mpi_ring > 0)' \
-  "$cl" >/dev/null || { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks the CPU per GB inside the calls"; }
+  "$cl" >/dev/null || { cat "$work/cluster.log"; fail "the unshaped result lacks the CPU per GB inside the calls"; }
 grep -q "inside the timed calls alone" "$work/cluster.log" || { cat "$work/cluster.log"; fail "no CPU per GB inside the calls printed"; }
 # CLUSTER_ROUNDS=2: both rounds kept, each algbw the median (here the mean) of the two, and each
 # round's ratio printed.
 jq -e '.cases[0] | .rows[0].sumcast as $median | .rounds == 2 and (.round_rows | length) == 2 and
        ([.round_rows[][0].sumcast] | add / 2 - $median | fabs) < 1e-9' "$cl" >/dev/null ||
-  { cat "$work/cluster.log"; fail "cluster-unshaped.json lacks the two rounds or their median"; }
+  { cat "$work/cluster.log"; fail "the unshaped result lacks the two rounds or their median"; }
 grep -Eq '^ +1 MiB \|.*x \| [0-9.]+x [0-9.]+x$' "$work/cluster.log" ||
   { cat "$work/cluster.log"; fail "no ratio per round printed"; }
 # On a shaped bed each round's Sumcast algbw in R follows its ratio.
@@ -118,14 +118,14 @@ jq '.cases[0].appliance_port |= (.ipackets = 990 | .imissed = 3 | .kernel_ring_d
   fail "perf/report.py failed on a cluster result with drops"
 grep -q "990 frames received, 10 missed (1.00%: imissed 3, kernel_ring_drops 7;" "$work/cluster-drops.log" ||
   { cat "$work/cluster-drops.log"; fail "the cluster report does not count the kernel ring's drops as missed"; }
-# The workers' resend counters, per rank smallest-largest, and all resends per 1000 results.
+# The workers' resend counters, per rank smallest-largest, and all resends per 1000 packets received.
 jq '.cases[0].per_rank = [{"retransmissions": 5, "stall_probes": 4, "fast_retransmissions": 1, "notice_retransmissions": 4,
                            "spurious_retransmissions": 2, "rx_packets": 1000},
                           {"retransmissions": 9, "stall_probes": 0, "fast_retransmissions": 3, "notice_retransmissions": 0,
                            "spurious_retransmissions": 7, "tx_eagain": 1, "rx_packets": 2000}]' "$cl" >"$work/cluster-resends.json"
 /usr/bin/python3 "$root/perf/report.py" cluster "$work/cluster-resends.json" >"$work/cluster-resends.log" ||
   fail "perf/report.py failed on a cluster result with resends"
-grep -qF "workers' resends over the Sumcast runs (per rank, smallest-largest of 2): on timeouts 5-9 (stall probes 0-4), fast 1-3, on loss notices 0-4; all resends 6.0-10.0 per 1000 results; answered twice (spurious) 2-7; send EAGAIN 0-1," \
+grep -qF "workers' resends over the Sumcast runs (per rank, smallest-largest of 2): on timeouts 5-9 (stall probes 0-4), fast 1-3, on loss notices 0-4; all resends 6.0-10.0 per 1000 packets received; answered twice (spurious) 2-7; send EAGAIN 0-1," \
   "$work/cluster-resends.log" || { cat "$work/cluster-resends.log"; fail "the cluster report does not show the workers' resends"; }
 # The run itself printed that line from its ranks' statistics.
 grep -q "^workers' resends over the Sumcast runs (per rank, smallest-largest of 4): " "$work/cluster.log" ||
